@@ -1,0 +1,86 @@
+"""`recipe validate`: compose, validate and summarise one target, or every bundled file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from . import sources
+from .compose import compose
+from .errors import RecipeError
+from .load import load_cached
+from .names import AXES, Name
+from .validate import CATALOG, ROOT, Problem, validate
+
+
+@dataclass
+class Report:
+    target: str
+    problems: list[Problem] = field(default_factory=list)
+    failure: RecipeError | None = None  # the recipe could not even be composed
+
+    @property
+    def errors(self) -> int:
+        return sum(p.is_error for p in self.problems)
+
+    @property
+    def warnings(self) -> int:
+        return len(self.problems) - self.errors
+
+    @property
+    def exit_code(self) -> int:
+        if self.failure:
+            return self.failure.exit_code
+        return 1 if self.errors else 0
+
+    def lines(self) -> list[str]:
+        if self.failure:
+            text = str(self.failure)
+            return [text if ": error[" in text else f"{self.target}: error: {text}"]
+        return [p.render() for p in self.problems]
+
+    def summary(self) -> str:
+        if self.failure:
+            return f"{self.target}: invalid" if self.failure.exit_code == 1 else f"{self.target}: not validated"
+        if self.errors:
+            return f"{self.target}: invalid ({_count(self.errors, 'error')}, {_count(self.warnings, 'warning')})"
+        return f"{self.target}: valid" + (f" ({_count(self.warnings, 'warning')})" if self.warnings else "")
+
+
+def validate_target(target: str, overrides: list[str] | None = None) -> Report:
+    try:
+        recipe = compose(target, overrides)
+    except RecipeError as e:
+        return Report(target, failure=e)
+    return Report(target, validate(recipe.data, recipe.origins))
+
+
+def validate_all() -> Iterator[Report]:
+    """Every file of every source on its own (structure), then every overlay and free-standing
+    recipe composed (structure and invariants)."""
+    for source in sources.all_sources():
+        catalog = source.file(("catalog", "gpus"))
+        if catalog:
+            yield _file_report(catalog, CATALOG)
+        for axis in AXES:
+            for part in source.parts(axis):
+                yield _file_report(source.file((axis, part)), ROOT)
+        for cell in source.overlays():
+            yield validate_target(f"{source.name}:{'/'.join(cell)}" if source.name != "bundled" else "/".join(cell))
+        for name in source.free_standing():
+            yield validate_target(name)
+
+
+def _file_report(path, ref: str) -> Report:
+    try:
+        doc = load_cached(path)
+    except RecipeError as e:
+        return Report(str(path), failure=e)
+    return Report(doc.file, validate(doc.data, doc.origins, ref))
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+__all__ = ["Report", "validate_all", "validate_target", "Name"]

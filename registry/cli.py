@@ -1,0 +1,126 @@
+"""The `recipe` command line: argument parsing and one small function per verb.
+
+The start-up path (list, show, validate, schema) imports neither torch, accelerate nor
+deepspeed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+
+from . import __version__, overrides, sources
+from .errors import RecipeError
+from .names import AXES
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except RecipeError as e:
+        print(str(e) if ": error[" in str(e) else f"recipe: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        sys.stderr.close()  # the reader went away (`recipe list | head`)
+        return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="recipe",
+        description="Tuned, versioned, validated recipes for distributed training of robot-learning policies.",
+        epilog="A recipe is named by its cell, policy/backend/hardware (pi07/zero2/8xA100), or given as a file.",
+    )
+    p.add_argument("--version", action="version", version=f"recipe {__version__}")
+    sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    ls = sub.add_parser("list", help="list recipes (tuned and untuned cells)")
+    for axis in AXES:
+        ls.add_argument(f"--{axis}", metavar="NAME", help=f"only this {axis} part")
+    ls.add_argument("--tuned", action="store_true", help="only cells with a tuned overlay")
+    ls.add_argument("--all", action="store_true", help="every cell, even without filters")
+    ls.add_argument("--parts", action="store_true", help="list the parts of each axis instead")
+    ls.set_defaults(func=cmd_list)
+
+    show = sub.add_parser("show", help="print a resolved recipe")
+    show.add_argument("target", metavar="NAME|FILE")
+    show.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="overrides and axis swaps (hardware=4xH100)")
+    show.add_argument("--origin", action="store_true", help="say which file:line:column (or command line) set each value")
+    show.add_argument("--format", choices=("yaml", "json"), default="yaml")
+    show.set_defaults(func=cmd_show)
+
+    val = sub.add_parser("validate", help="check recipes against the schemas and invariants",
+                         description="Exit 0: valid (warnings allowed); 1: invalid; 2: usage error or unknown name.")
+    val.add_argument("args", nargs="*", metavar="NAME|FILE|KEY=VALUE", help="recipes, then overrides applied to each")
+    val.add_argument("--all", action="store_true", help="every bundled part, overlay and recipe")
+    val.add_argument("-q", "--quiet", action="store_true", help="print problems only")
+    val.set_defaults(func=cmd_validate)
+
+    sch = sub.add_parser("schema", help="print the joined JSON Schema of a recipe file")
+    sch.set_defaults(func=cmd_schema)
+    return p
+
+
+def cmd_list(args) -> int:
+    from .listing import cells, parts_rows
+    from .render import table
+
+    if args.parts:
+        sys.stdout.write(table(parts_rows(), ["AXIS", "PART", "SUMMARY"]))
+        return 0
+    filters = {axis: getattr(args, axis) for axis in AXES}
+    for axis, value in filters.items():
+        if value and value not in sources.part_names(axis):
+            raise RecipeError(f"unknown {axis} {value!r}; known: {', '.join(sources.part_names(axis))}")
+    rows, hidden = cells(filters, tuned_only=args.tuned, everything=args.all)
+    sys.stdout.write(table(rows, ["NAME", "TUNED", "VERSION", "SUMMARY"]))
+    if hidden:
+        print(f"({hidden} untuned cells not shown: filter with --policy/--backend/--hardware, or --all)")
+    return 0
+
+
+def cmd_show(args) -> int:
+    from .compose import compose
+    from .render import to_json, to_yaml
+
+    recipe = compose(args.target, args.overrides)
+    origins = recipe.origins if args.origin else None
+    text = to_json(recipe.data, origins) if args.format == "json" else to_yaml(recipe.data, origins)
+    sys.stdout.write(text)
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from .checking import validate_all, validate_target
+
+    targets = [a for a in args.args if not overrides.is_override(a)]
+    sets = [a for a in args.args if overrides.is_override(a)]
+    if args.all and targets:
+        raise RecipeError("give recipes or --all, not both")
+    if not args.all and not targets:
+        raise RecipeError("nothing to validate (hint: recipe validate NAME|FILE... or --all)")
+    reports = validate_all() if args.all else (validate_target(t, sets) for t in targets)
+    worst = 0
+    for report in reports:
+        for line in report.lines():
+            print(line)
+        if not args.quiet:
+            print(report.summary(), file=sys.stderr)
+        worst = max(worst, report.exit_code)
+    return worst
+
+
+def cmd_schema(args) -> int:
+    import json
+
+    from .validate.schemas import joined
+
+    print(json.dumps(joined(), indent=2))
+    return 0
+
+

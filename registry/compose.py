@@ -1,0 +1,245 @@
+"""Parts, `extends`, the tuned overlay and command-line overrides -> one document.
+
+Order: base, then for a cell `P/B/H` the parts policy/P, backend/B, hardware/H and the overlay
+P/B/H if one exists; for a file its `extends` entries (depth first) and the file itself;
+then overrides. Values merge with OmegaConf (mappings merge, lists and scalars replace).
+Every key keeps the 'file:line:column' of the layer that set it last.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from . import catalog, names, sources
+from .errors import RecipeError
+from .load import Loaded, display_path, load_cached
+from .names import AXES, Name
+from .overrides import Overrides
+from .overrides import parse as parse_overrides
+
+COMMAND_LINE = "command line"
+# Sections that describe one file, not what it extends: a recipe that extends a tuned recipe
+# is a new recipe, and the parent's measured results do not describe it.
+OWN_SECTIONS = ("recipe", "results")
+
+
+@dataclass
+class Recipe:
+    name: str
+    data: dict
+    origins: dict[tuple, str]
+    inputs: list[Path] = field(default_factory=list)  # files merged, in order
+    overrides: list[str] = field(default_factory=list)
+    tuned: bool = False
+
+
+def compose(target: str, overrides: list[str] | None = None) -> Recipe:
+    """Compose a recipe name or file; RecipeError on any problem."""
+    ov = parse_overrides(list(overrides or []))
+    plan = _Plan(ov)
+    plan.add(sources.find(Name((sources.BASE,))), own=False)
+    if names.looks_like_file(target):
+        path = Path(target)
+        if not path.is_file():
+            raise RecipeError(f"{target}: no such file")
+        plan.add(path, own=True)
+        name = str(_own_name(path) or target)
+    else:
+        name = plan.add_name(names.parse(target), where=None, own=True)
+    layers = plan.layers + [_override_layer(ov)]
+    data, origins = _merge(layers)
+    data.setdefault("recipe", {}).setdefault("name", name)
+    origins.setdefault(("recipe",), "composed")
+    origins.setdefault(("recipe", "name"), "composed")
+    catalog.expand_gpu(data, origins)
+    data = {k: data[k] for k in sorted(data, key=_section_order)}
+    return Recipe(name, data, origins, plan.inputs, ov.text, plan.tuned)
+
+
+SECTION_ORDER = ("recipe", "trainer", "policy", "dataset", "backend", "hardware", "train", "env", "launch", "results")
+
+
+def _section_order(key: str):
+    return (SECTION_ORDER.index(key), "") if key in SECTION_ORDER else (len(SECTION_ORDER), key)
+
+
+def _own_name(path: Path) -> str | None:
+    meta = load_cached(path.resolve()).data.get("recipe")
+    return meta.get("name") if isinstance(meta, dict) else None
+
+
+class _Plan:
+    def __init__(self, ov: Overrides):
+        self.swaps = ov.swaps
+        self.layers: list[Loaded] = []
+        self.inputs: list[Path] = []
+        self.stack: list[Path] = []
+        self.tuned = False
+        for axis, part in self.swaps.items():
+            if not sources.find(Name((axis, part))):
+                raise RecipeError(_unknown(f"{axis} part", part, sources.part_names(axis)))
+
+    def add_name(self, name: Name, where: str | None, own: bool) -> str:
+        """Add what a name denotes; returns its canonical name."""
+        if name.version is not None:
+            raise RecipeError(_at(where, f"{name}: no published versions exist yet", "unknown-name"), _code(where))
+        if len(name.segments) == 2 and name.segments[0] in self.swaps:
+            name = Name((name.segments[0], self.swaps[name.segments[0]]), name.source)
+        if sources.is_cell(name):
+            cell = [self.swaps.get(axis, seg) for axis, seg in zip(AXES, name.segments)]
+            for axis, seg in zip(AXES, cell):
+                self.add(sources.find(Name((axis, seg), name.source)), own=False)
+            overlay = sources.find(name)
+            if overlay:
+                self.add(overlay, own=own and not self.swaps)
+                self.tuned = self.tuned or own
+            return "/".join(cell)
+        path = sources.find(name)
+        if path is None:
+            raise RecipeError(_at(where, _unknown_name(name), "unknown-name"), _code(where))
+        self.add(path, own=own)
+        return str(name)
+
+    def add(self, path: Path, own: bool) -> None:
+        path = path.resolve()
+        if path in self.stack:
+            chain = " -> ".join(_short(p) for p in self.stack[self.stack.index(path):] + [path])
+            raise RecipeError(f"{_short(path)}: error[extends-cycle] cyclic extends: {chain}", 1)
+        if path in self.inputs:
+            return
+        doc = load_cached(path)
+        extends = doc.data.get("extends", [])
+        if not isinstance(extends, list) or not all(isinstance(e, str) for e in extends):
+            where = doc.origins.get(("extends",), doc.file)
+            raise RecipeError(f"{where}: error[type] extends: must be a list of names or relative .yaml paths", 1)
+        self.stack.append(path)
+        for i, entry in enumerate(extends):
+            where = doc.origins[("extends", i)]
+            if names.looks_like_file(entry):
+                self.add(_relative(path, entry, where), own=False)
+            else:
+                try:
+                    parsed = names.parse(entry)
+                except RecipeError as e:
+                    raise RecipeError(_at(where, str(e), "unsafe-name"), 1) from None
+                self.add_name(parsed, where, own=False)
+        self.stack.pop()
+        self.inputs.append(path)
+        self.layers.append(_strip(doc, own))
+
+
+def _strip(doc: Loaded, own: bool) -> Loaded:
+    drop = ("extends",) if own else ("extends",) + OWN_SECTIONS
+    data = {k: v for k, v in doc.data.items() if k not in drop}
+    origins = {p: o for p, o in doc.origins.items() if p[0] not in drop}
+    return Loaded(doc.file, data, origins)
+
+
+def _relative(parent: Path, entry: str, where: str) -> Path:
+    rel = PurePosixPath(entry)
+    if rel.is_absolute() or ".." in rel.parts:
+        raise RecipeError(
+            f"{where}: error[unsafe-name] extends entry {entry!r} leaves the recipe's folder "
+            "(hint: use a relative path below it, or a recipe name)",
+            1,
+        )
+    path = parent.parent.joinpath(*rel.parts)
+    if not path.is_file():
+        raise RecipeError(f"{where}: error[unknown-name] extends entry {entry!r}: no such file", 1)
+    return path
+
+
+def _override_layer(ov: Overrides) -> Loaded:
+    data: dict = {}
+    origins: dict[tuple, str] = {}
+    for path, value in ov.sets:
+        node = data
+        for i, key in enumerate(path[:-1]):
+            origins[path[: i + 1]] = COMMAND_LINE
+            if not isinstance(node.get(key), dict):
+                node[key] = {}
+            node = node[key]
+        node[path[-1]] = value
+        origins[path] = COMMAND_LINE
+        for sub in _paths(value, path):
+            origins[sub] = COMMAND_LINE
+    return Loaded(COMMAND_LINE, data, origins)
+
+
+def _merge(layers: list[Loaded]) -> tuple[dict, dict]:
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        merged = OmegaConf.merge(*(OmegaConf.create(layer.data) for layer in layers if layer.data))
+        data = OmegaConf.to_container(merged, resolve=False)
+    except OmegaConfBaseException as e:
+        raise RecipeError(f"error[merge] cannot merge recipe layers: {e}", 1) from None
+    # The last layer that mentions a key set it (mappings merge, everything else replaces), so
+    # later origins win; keys a later layer replaced wholesale are dropped.
+    origins: dict[tuple, str] = {}
+    for layer in layers:
+        origins.update(layer.origins)
+    return data, {p: o for p, o in origins.items() if _exists(data, p)}
+
+
+def _exists(data, path: tuple) -> bool:
+    node = data
+    for key in path:
+        if isinstance(node, dict) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and isinstance(key, int) and key < len(node):
+            node = node[key]
+        else:
+            return False
+    return True
+
+
+def _paths(value, prefix: tuple):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield prefix + (k,)
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield prefix + (i,)
+            yield from _paths(v, prefix + (i,))
+
+
+def _short(path: Path) -> str:
+    return display_path(path)
+
+
+def _at(where: str | None, message: str, rule: str) -> str:
+    return f"{where}: error[{rule}] {message}" if where else message
+
+
+def _code(where: str | None) -> int:
+    return 1 if where else 2
+
+
+def _unknown(what: str, value: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(value, known, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return f"unknown {what} {value!r}{hint}; known: {', '.join(known)}"
+
+
+def _unknown_name(name: Name) -> str:
+    segs = name.segments
+    if len(segs) == 3 and any(sources.find(Name((a, s))) for a, s in zip(AXES, segs)):
+        for axis, seg in zip(AXES, segs):
+            if not sources.find(Name((axis, seg))):
+                return _unknown(f"{axis} in {name}:", seg, sources.part_names(axis))
+    if len(segs) == 2 and segs[0] in AXES:
+        return _unknown(f"{segs[0]} part", segs[1], sources.part_names(segs[0]))
+    return _unknown("recipe", name.path, known_names())
+
+
+def known_names() -> list[str]:
+    out: list[str] = []
+    for source in sources.all_sources():
+        out += ["/".join(c) for c in source.overlays()] + source.free_standing()
+        out += [f"{axis}/{p}" for axis in AXES for p in source.parts(axis)]
+    return sorted(set(out))

@@ -1,0 +1,61 @@
+"""Recipe names: `[source:]segment/segment...[@version]`, checked before any file is touched."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .errors import RecipeError
+
+AXES = ("policy", "backend", "hardware")
+
+# A segment starts with a letter or digit (so never `.` or `..`) and holds no path or shell
+# metacharacters; this is what keeps a name inside its source directory.
+_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+_SOURCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
+@dataclass(frozen=True)
+class Name:
+    segments: tuple[str, ...]
+    source: str | None = None
+    version: int | None = None
+
+    @property
+    def path(self) -> str:
+        return "/".join(self.segments)
+
+    def __str__(self) -> str:
+        text = self.path
+        if self.source:
+            text = f"{self.source}:{text}"
+        if self.version is not None:
+            text = f"{text}@{self.version}"
+        return text
+
+
+def parse(text: str) -> Name:
+    """Parse a name or raise RecipeError saying why it is not one."""
+    source = version = None
+    rest = text
+    if ":" in rest:
+        source, rest = rest.split(":", 1)
+        if not _SOURCE.fullmatch(source):
+            raise RecipeError(f"unsafe or malformed source in name {text!r}")
+    if "@" in rest:
+        rest, v = rest.rsplit("@", 1)
+        if not v.isdigit() or int(v) < 1:
+            raise RecipeError(f"malformed version in {text!r} (hint: name@N with N >= 1)")
+        version = int(v)
+    segments = tuple(rest.split("/"))
+    if not rest or not all(_SEGMENT.fullmatch(s) for s in segments):
+        raise RecipeError(
+            f"unsafe or malformed recipe name {text!r} "
+            "(hint: names look like pi07/zero2/8xA100; no '..', absolute paths or special characters)"
+        )
+    return Name(segments, source, version)
+
+
+def looks_like_file(text: str) -> bool:
+    """A command-line argument is a file when it ends like one; everything else is a name."""
+    return text.endswith((".yaml", ".yml"))

@@ -1,0 +1,42 @@
+"""Command-line overrides: `key.path=value` (YAML-typed) and axis swaps `hardware=4xH100`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .errors import RecipeError
+from .load import parse_value
+from .names import AXES
+
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*")
+
+
+@dataclass
+class Overrides:
+    swaps: dict[str, str] = field(default_factory=dict)  # axis -> part name
+    sets: list[tuple[tuple[str, ...], object]] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)  # as typed, for the lock
+
+
+def is_override(arg: str) -> bool:
+    return "=" in arg and _KEY.fullmatch(arg.split("=", 1)[0]) is not None
+
+
+def parse(args: list[str]) -> Overrides:
+    out = Overrides(text=list(args))
+    for arg in args:
+        key, sep, raw = arg.partition("=")
+        if not sep or not _KEY.fullmatch(key):
+            raise RecipeError(f"malformed override {arg!r} (hint: key.path=value, e.g. train.micro_batch_size=16)")
+        try:
+            value = parse_value(raw)
+        except RecipeError as e:
+            raise RecipeError(f"override {arg!r}: {e}") from None
+        if key in AXES:
+            if not isinstance(value, str):
+                raise RecipeError(f"override {arg!r}: {key}= takes a {key} part name (hint: hardware=4xH100)")
+            out.swaps[key] = value
+        else:
+            out.sets.append((tuple(key.split(".")), value))
+    return out

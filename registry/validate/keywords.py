@@ -1,0 +1,111 @@
+"""The custom JSON Schema keywords that carry cross-field invariants as data.
+
+    x-where      {"backend.kind": {"const": "fsdp"}, ...}: each dotted path (from the instance
+                 the keyword applies to) must match its subschema; a missing value reads as null.
+    x-compare    {"left": OPERAND, "op": "==", "right": OPERAND}: an operand is a dotted path,
+                 a literal, {"path": p, "default": OPERAND} or {"product": [OPERAND, ...]};
+                 a comparison with a missing operand does not apply.
+    x-invariants [RULE, ...]: each rule has id, severity, message, hint, source and either
+                 `require` (a subschema) or `compute` (the name of a computed check), applied
+                 when the document matches `when`. Invariants are evaluated on the whole
+                 document, so every path in them is absolute.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+from jsonschema.exceptions import ValidationError, best_match
+
+from . import checks
+from .paths import MISSING, lookup, split
+
+_OPS = {
+    "==": operator.eq, "!=": operator.ne, "<": operator.lt,
+    "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+}
+
+
+def x_where(validator, spec, instance, schema):
+    for dotted, subschema in spec.items():
+        value = lookup(instance, dotted)
+        for error in validator.descend(None if value is MISSING else value, subschema):
+            error.path.extendleft(reversed(split(dotted)))
+            error.message = f"{dotted}: {error.message}"
+            yield error
+
+
+def x_compare(validator, spec, instance, schema):
+    left, right = _operand(instance, spec["left"]), _operand(instance, spec["right"])
+    if left is MISSING or right is MISSING:
+        return
+    try:
+        holds = _OPS[spec["op"]](left, right)
+    except TypeError:
+        return  # a wrong type is the structural schema's to report
+    if not holds:
+        path = _first_path(spec["left"]) or _first_path(spec["right"]) or ""
+        yield ValidationError(
+            f"{_describe(spec['left'], left)} {spec['op']} {_describe(spec['right'], right)} does not hold",
+            path=split(path) if path else (),
+        )
+
+
+def x_invariants(validator, rules, instance, schema):
+    for rule in rules:
+        if "when" in rule and not validator.evolve(schema=rule["when"]).is_valid(instance):
+            continue
+        if "compute" in rule:
+            for finding in checks.run(rule["compute"], instance):
+                yield _error({**rule, **finding.rule_fields()}, finding.path, instance)
+            continue
+        errors = list(validator.descend(instance, rule["require"]))
+        if errors:
+            at = rule.get("at")
+            path = split(at) if at else tuple(best_match(errors).path)
+            yield _error(rule, path, instance)
+
+
+KEYWORDS = {"x-where": x_where, "x-compare": x_compare, "x-invariants": x_invariants}
+
+
+def _error(rule: dict, path: tuple, instance) -> ValidationError:
+    return ValidationError(
+        rule["message"], validator="x-invariants", validator_value=rule, path=path, instance=instance
+    )
+
+
+def _operand(doc, spec):
+    if isinstance(spec, str):
+        return lookup(doc, spec)
+    if isinstance(spec, dict) and "path" in spec:
+        value = lookup(doc, spec["path"])
+        if value is MISSING or value is None:
+            return _operand(doc, spec["default"]) if "default" in spec else MISSING
+        return value
+    if isinstance(spec, dict) and "product" in spec:
+        factors = [_operand(doc, f) for f in spec["product"]]
+        if any(f is MISSING or not isinstance(f, (int, float)) for f in factors):
+            return MISSING
+        return math.prod(factors)
+    return spec  # a literal
+
+
+def _first_path(spec) -> str | None:
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, dict):
+        if "path" in spec:
+            return spec["path"]
+        for factor in spec.get("product", []):
+            found = _first_path(factor)
+            if found:
+                return found
+    return None
+
+
+def _describe(spec, value) -> str:
+    if isinstance(spec, str):
+        return f"{spec} ({value!r})"
+    return repr(value)

@@ -1,0 +1,154 @@
+"""Problems: one line each, naming where the value was set, the rule, the path and the fix."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+
+from jsonschema.exceptions import ValidationError, best_match
+
+from .paths import MISSING, join, lookup, origin_of
+
+
+@dataclass(frozen=True)
+class Problem:
+    severity: str  # "error" | "warning"
+    rule: str
+    path: str
+    message: str
+    origin: str | None = None
+    hint: str | None = None
+    related: tuple[tuple[str, str | None], ...] = field(default=())  # (path, where it was set)
+    source: str | None = None
+
+    def render(self) -> str:
+        where = f"{self.origin}: " if self.origin else ""
+        at = f" {self.path}:" if self.path else ""
+        text = f"{where}{self.severity}[{self.rule}]{at} {self.message}"
+        for path, origin in self.related:
+            text += f"; {path} set at {origin}" if origin else f"; {path} is not set"
+        if self.hint:
+            text += f" (hint: {self.hint})"
+        return text
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == "error"
+
+
+# Structural keywords -> rule ids in messages.
+_RULES = {
+    "additionalProperties": "unknown-key", "type": "type", "enum": "enum", "const": "enum",
+    "required": "required", "minimum": "range", "maximum": "range", "exclusiveMinimum": "range",
+    "exclusiveMaximum": "range", "pattern": "pattern", "minItems": "length", "maxItems": "length",
+    "minLength": "length", "uniqueItems": "duplicate", "propertyNames": "key-name",
+}
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][\w.]*)\}")
+
+
+def from_error(error: ValidationError, doc: dict, origins: dict) -> list[Problem]:
+    if error.validator == "x-invariants":
+        return [_invariant(error, doc, origins)]
+    if error.validator in ("oneOf", "anyOf") and error.context:
+        error = best_match(error.context)
+    path = tuple(error.absolute_path)
+    rule = _RULES.get(error.validator, "schema")
+    if error.validator == "additionalProperties":
+        return [_unknown_key(error, path, key, origins) for key in _extra_keys(error)]
+    if error.validator == "required":
+        missing = [k for k in error.validator_value if k not in error.instance]
+        return [
+            Problem("error", rule, join(path + (k,)), "is required", origin_of(origins, path), _default_hint(error, k))
+            for k in missing
+        ]
+    message = _short(error)
+    hint = None
+    if error.validator == "type" and isinstance(error.instance, (int, float)) and "string" in _as_list(error.validator_value):
+        hint = "quote the value"
+    if error.validator == "enum":
+        close = difflib.get_close_matches(str(error.instance), [str(v) for v in error.validator_value], n=1)
+        hint = f"did you mean {close[0]!r}?" if close else None
+    return [Problem("error", rule, join(path), message, origin_of(origins, path), hint)]
+
+
+def _invariant(error: ValidationError, doc: dict, origins: dict) -> Problem:
+    rule = error.validator_value
+    path = tuple(error.path)
+    related = tuple((p, origins.get(_tuple(p))) for p in rule.get("related", []))
+    return Problem(
+        rule.get("severity", "error"),
+        rule["id"],
+        join(path),
+        _fill(rule["message"], doc),
+        origin_of(origins, path) or _fallback_origin(rule, origins),
+        _fill(rule["hint"], doc) if rule.get("hint") else None,
+        related,
+        rule.get("source"),
+    )
+
+
+def _fallback_origin(rule: dict, origins: dict) -> str | None:
+    for p in rule.get("related", []):
+        if origins.get(_tuple(p)):
+            return origins[_tuple(p)]
+    return None
+
+
+def _fill(template: str, doc: dict) -> str:
+    def value(match):
+        found = lookup(doc, match.group(1))
+        return "unset" if found is MISSING else _show(found)
+
+    return _PLACEHOLDER.sub(value, template)
+
+
+def _show(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return str(value)
+
+
+def _tuple(dotted: str) -> tuple:
+    return tuple(int(s) if s.isdigit() else s for s in dotted.split("."))
+
+
+def _extra_keys(error: ValidationError) -> list[str]:
+    known = error.schema.get("properties", {})
+    patterns = [re.compile(p) for p in error.schema.get("patternProperties", {})]
+    return [k for k in error.instance if k not in known and not any(p.search(k) for p in patterns)]
+
+
+def _unknown_key(error: ValidationError, path: tuple, key: str, origins: dict) -> Problem:
+    known = list(error.schema.get("properties", {}))
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
+    return Problem("error", "unknown-key", join(path + (key,)), "unknown key", origin_of(origins, path + (key,)), hint)
+
+
+def _default_hint(error: ValidationError, key: str) -> str | None:
+    described = error.schema.get("properties", {}).get(key, {}).get("description")
+    return described
+
+
+def _short(error: ValidationError) -> str:
+    v = error.validator
+    if v == "type":
+        return f"{_show_instance(error.instance)} is not of type {' or '.join(_as_list(error.validator_value))}"
+    if v in ("enum", "const"):
+        allowed = error.validator_value if v == "enum" else [error.validator_value]
+        return f"{_show_instance(error.instance)} is not one of {', '.join(_show_instance(a) for a in allowed)}"
+    if v == "pattern" and error.schema.get("description"):
+        return f"{_show_instance(error.instance)} is not valid: {error.schema['description']}"
+    return error.message
+
+
+def _show_instance(value) -> str:
+    text = repr(value) if isinstance(value, str) else _show(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _as_list(value) -> list:
+    return value if isinstance(value, list) else [value]
