@@ -1,0 +1,153 @@
+"""Composition: parts, overlay, extends, overrides, swaps, origins, and every failure mode."""
+
+import itertools
+
+import pytest
+from omegaconf import OmegaConf
+
+from registry import sources
+from registry.compose import Plan, compose, merge
+from registry.errors import RecipeError
+
+CELLS = list(itertools.product(*(sources.part_names(a) for a in ("policy", "backend", "hardware"))))
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("# yaml-language-server: $schema=x\n" + text)
+    return path
+
+
+def test_cell_composes_parts_then_overlay():
+    r = compose("pi07/zero2/8xA100")
+    assert r.tuned
+    assert [p.relative_to(sources.bundled().root).as_posix() for p in r.inputs] == [
+        "base.yaml", "policy/pi07.yaml", "backend/zero2.yaml", "hardware/8xA100.yaml", "pi07/zero2/8xA100.yaml"]
+    assert r.data["train"]["micro_batch_size"] == 20  # overlay over the policy part's 2
+    assert r.origins[("train", "micro_batch_size")].startswith("recipes/pi07/zero2/8xA100.yaml:")
+    assert r.data["backend"]["zero_stage"] == 2
+    assert r.data["hardware"]["gpu"]["compute_capability"] == 8.0  # expanded from the catalog
+    assert r.origins[("hardware", "gpu", "memory_gib")].startswith("recipes/catalog/gpus.yaml:")
+    assert r.data["results"][0]["samples_per_s"] == 13.7
+
+
+def test_untuned_cell():
+    r = compose("act/fsdp2/4xH100")
+    assert not r.tuned and r.data["recipe"]["name"] == "act/fsdp2/4xH100"
+    assert "results" not in r.data and r.data["hardware"]["gpus_per_node"] == 4
+
+
+def test_overrides_and_origins():
+    r = compose("pi07/zero2/8xA100", ["train.micro_batch_size=16", "env.NCCL_DEBUG=INFO", "policy.block_classes=[A, B]"])
+    assert r.data["train"]["micro_batch_size"] == 16
+    assert r.origins[("train", "micro_batch_size")] == "command line"
+    assert r.data["env"] == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "NCCL_DEBUG": "INFO"}
+    assert r.data["policy"]["block_classes"] == ["A", "B"]  # lists replace
+    assert r.origins[("policy", "block_classes", 1)] == "command line"
+
+
+def test_axis_swap_replaces_the_part_and_keeps_the_overlay():
+    r = compose("pi07/zero2/8xA100", ["hardware=4xH100"])
+    assert r.name == "pi07/zero2/4xH100"
+    assert r.data["hardware"]["gpus_per_node"] == 4
+    assert r.data["train"]["micro_batch_size"] == 20
+    assert "results" not in r.data  # measured on other hardware
+
+
+def test_free_standing_file_extends(tmp_path):
+    f = write(tmp_path / "mine.yaml", "recipe: {name: team/mine}\nextends: [pi07/zero2/8xA100]\ntrain: {steps: 5}\n")
+    r = compose(str(f))
+    assert r.name == "team/mine" and r.data["train"]["steps"] == 5
+    assert r.data["train"]["micro_batch_size"] == 20
+    assert "results" not in r.data  # the parent's measurements are not this recipe's
+    assert r.data["recipe"] == {"name": "team/mine"}
+    swapped = compose(str(f), ["backend=fsdp"])
+    assert swapped.data["backend"]["kind"] == "fsdp"
+
+
+def test_relative_extends(tmp_path):
+    write(tmp_path / "lib" / "common.yaml", "train: {steps: 7}\n")
+    f = write(tmp_path / "mine.yaml", "extends: [tiny/ddp/cpu, lib/common.yaml]\n")
+    assert compose(str(f)).data["train"]["steps"] == 7
+
+
+@pytest.mark.parametrize("extends, message", [
+    ("[../outside.yaml]", "error[unsafe-name]"),
+    ("[/etc/passwd.yaml]", "error[unsafe-name]"),
+    ("['../../etc/passwd']", "error[unsafe-name]"),
+    ("[policy/pi08]", "unknown policy part 'pi08' (did you mean pi07"),
+    ("[pi07/zero2/8xA10]", "unknown hardware in pi07/zero2/8xA10: '8xA10'"),
+    ("[nothing/here]", "unknown recipe 'nothing/here'"),
+    ("[missing.yaml]", "no such file"),
+    ("policy/pi07", "extends: must be a list"),
+])
+def test_bad_extends(tmp_path, extends, message):
+    f = write(tmp_path / "mine.yaml", f"extends: {extends}\n")
+    with pytest.raises(RecipeError, match=None) as info:
+        compose(str(f))
+    assert message in str(info.value)
+    assert info.value.exit_code == 1
+    assert str(info.value).startswith(str(f.name)) or "mine.yaml:" in str(info.value)
+
+
+def test_cycle(tmp_path):
+    write(tmp_path / "a.yaml", "extends: [b.yaml]\n")
+    write(tmp_path / "b.yaml", "extends: [c.yaml]\n")
+    write(tmp_path / "c.yaml", "extends: [a.yaml]\n")
+    with pytest.raises(RecipeError) as info:
+        compose(str(tmp_path / "a.yaml"))
+    assert "error[extends-cycle]" in str(info.value)
+    assert "a.yaml -> " in str(info.value) and str(info.value).endswith("a.yaml")
+
+
+def test_unknown_names_on_the_command_line():
+    with pytest.raises(RecipeError) as info:
+        compose("pi07/zero2/8xA10")
+    assert info.value.exit_code == 2 and "8xA100" in str(info.value)
+    with pytest.raises(RecipeError, match="unknown hardware part '9xH100'"):
+        compose("pi07/zero2/8xA100", ["hardware=9xH100"])
+    with pytest.raises(RecipeError, match="unsafe"):
+        compose("../../etc/passwd")
+    with pytest.raises(RecipeError, match="malformed override"):
+        compose("pi07/zero2/8xA100", ["train..x=1"])
+
+
+def test_unknown_gpu(tmp_path):
+    f = write(tmp_path / "mine.yaml", "extends: [tiny/ddp/cpu]\nhardware: {gpu: A100-80G, gpus_per_node: 1}\n")
+    with pytest.raises(RecipeError) as info:
+        compose(str(f))
+    assert "error[unknown-gpu]" in str(info.value) and "did you mean A100-80GB" in str(info.value)
+    assert "mine.yaml:3:" in str(info.value)
+
+
+def test_layers_are_not_mutated():
+    first = compose("pi07/zero2/8xA100")
+    first.data["train"]["optimizer"]["betas"].append(0.5)
+    first.data["hardware"]["gpu"]["memory_gib"] = 1
+    again = compose("pi07/zero2/8xA100")
+    assert again.data["train"]["optimizer"]["betas"] == [0.9, 0.95]
+    assert again.data["hardware"]["gpu"]["memory_gib"] == 79.25
+
+
+@pytest.mark.parametrize("a, b", [
+    ({"a": {"b": 1, "c": [1, 2]}}, {"a": {"c": [3]}}),
+    ({"a": {"b": 1}}, {"a": 5}),
+    ({"a": 5}, {"a": {"b": 1}}),
+    ({"a": {"b": 1}}, {"a": None}),
+    ({"a": None}, {"a": {"b": {"c": 1}}}),
+    ({"a": [{"x": 1}]}, {"a": [{"y": 2}]}),
+    ({"a": "${oc.env:HOME}"}, {"b": "${x}"}),
+])
+def test_merge_matches_omegaconf(a, b):
+    expected = OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(a), OmegaConf.create(b)), resolve=False)
+    assert merge(a, b) == expected
+
+
+@pytest.mark.parametrize("cell", ["/".join(c) for c in CELLS])
+def test_every_cell_merges_as_omegaconf_does(cell):
+    layers = [layer.data for layer in Plan.of(cell).layers if layer.data]
+    expected = OmegaConf.to_container(OmegaConf.merge(*map(OmegaConf.create, layers)), resolve=False)
+    got = {}
+    for layer in layers:
+        got = merge(got, layer)
+    assert got == expected
