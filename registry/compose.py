@@ -73,7 +73,7 @@ class Plan:
             if not path.is_file():
                 raise RecipeError(f"{target}: no such file")
             plan.add(path, own=True)
-            plan.name = str(_own_name(path) or target)
+            plan.name = str(_own_name(path) or path.stem)
         else:
             plan.name = plan.add_name(names.parse(target), where=None, own=True)
         plan.layers.append(_override_layer(plan.overrides))
@@ -91,11 +91,12 @@ class Plan:
             if not sources.find(Name((axis, part))):
                 raise RecipeError(_unknown(f"{axis} part", part, sources.part_names(axis)))
 
-    def add_name(self, name: Name, where: str | None, own: bool) -> str:
-        """Add what a name denotes; returns its canonical name."""
+    def add_name(self, name: Name, where: str | None, own: bool, swap: bool = True) -> str:
+        """Add what a name denotes; returns its canonical name. Axis swaps apply to the cell's
+        parts and the target file's own extends, not inside parts (zero3-offload extends zero3)."""
         if name.version is not None:
             raise RecipeError(_at(where, f"{name}: no published versions exist yet", "unknown-name"), _code(where))
-        if len(name.segments) == 2 and name.segments[0] in self.swaps:
+        if swap and len(name.segments) == 2 and name.segments[0] in self.swaps:
             name = Name((name.segments[0], self.swaps[name.segments[0]]), name.source)
         if sources.is_cell(name):
             cell = [self.swaps.get(axis, seg) for axis, seg in zip(AXES, name.segments)]
@@ -134,7 +135,7 @@ class Plan:
                     parsed = names.parse(entry)
                 except RecipeError as e:
                     raise RecipeError(_at(where, str(e), "unsafe-name"), 1) from None
-                self.add_name(parsed, where, own=False)
+                self.add_name(parsed, where, own=False, swap=own)
         self.stack.pop()
         self.inputs.append(path)
         self.layers.append(_strip(doc, own))

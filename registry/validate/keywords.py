@@ -63,7 +63,7 @@ def x_invariants(validator, rules, instance, schema):
         errors = list(validator.descend(instance, rule["require"]))
         if errors:
             at = rule.get("at")
-            path = split(at) if at else tuple(best_match(errors).path)
+            path = split(at) if at else tuple(best_match(errors).absolute_path)
             yield _error(rule, path, instance)
 
 

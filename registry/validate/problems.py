@@ -62,6 +62,10 @@ def from_error(error: ValidationError, doc: dict, origins: dict) -> list[Problem
             Problem("error", rule, join(path + (k,)), "is required", origin_of(origins, path), _default_hint(error, k))
             for k in missing
         ]
+    if "propertyNames" in error.schema_path:
+        key = error.instance
+        return [Problem("error", "key-name", join(path + (key,)), f"key {key!r} is not allowed here ({_short(error)})",
+                        origin_of(origins, path + (key,)), None)]
     message = _short(error)
     hint = None
     if error.validator == "type" and isinstance(error.instance, (int, float)) and "string" in _as_list(error.validator_value):
