@@ -17,7 +17,13 @@ from .names import AXES
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # Overrides may follow options (`show NAME --origin k=v`); anything else is a usage error.
+    rest = getattr(args, "overrides", getattr(args, "args", None))
+    if extra and (rest is None or not all(overrides.is_override(e) for e in extra)):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:
+        rest.extend(extra)
     try:
         return args.func(args)
     except RecipeError as e:

@@ -131,7 +131,7 @@ def test_bench_accumulation(tmp_path):
     f.write_text("extends: [pi07/zero2/8xA100]\nresults:\n  - {samples_per_s: 30, gradient_accumulation_steps: 2, date: 2026-11}\n")
     found = validate(*_doc(f))
     assert {p.rule for p in found} == {"bench-accumulation"}
-    assert found[0].origin.endswith("bench.yaml:3:5")
+    assert found[0].origin.endswith("bench.yaml:3:25")  # the key that broke it
     f.write_text("extends: [pi07/zero2/8xA100]\nresults:\n  - {samples_per_s: 30, gradient_accumulation_steps: 2, loop_uses_accumulate: true, date: 2026-11}\n")
     assert not validate(*_doc(f))
 

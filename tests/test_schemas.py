@@ -1,0 +1,42 @@
+"""The schema files themselves and the editor binding of every recipe file."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from registry.sources import SCHEMA_DIR, bundled
+from registry.validate.schemas import SECTIONS
+
+SCHEMAS = sorted(SCHEMA_DIR.glob("*.schema.json"))
+RECIPE_FILES = sorted(bundled().root.rglob("*.yaml"))
+BINDING = re.compile(r"# yaml-language-server: \$schema=(\S+)")
+
+
+def test_one_file_per_section():
+    assert {f"{s}.schema.json" for s in SECTIONS} <= {p.name for p in SCHEMAS}
+
+
+@pytest.mark.parametrize("path", SCHEMAS, ids=lambda p: p.name)
+def test_schema_is_valid_draft_2020_12(path):
+    doc = json.loads(path.read_text())
+    assert doc["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    Draft202012Validator.check_schema(doc)
+
+
+@pytest.mark.parametrize("path", RECIPE_FILES, ids=lambda p: str(p.relative_to(bundled().root)))
+def test_every_recipe_file_binds_a_schema_in_the_repo(path):
+    first = path.read_text().splitlines()[0]
+    match = BINDING.fullmatch(first)
+    assert match, f"{path}: first line must be '# yaml-language-server: $schema=...'"
+    target = (path.parent / match.group(1)).resolve()
+    assert target.is_file() and target.parent == SCHEMA_DIR.resolve()
+
+
+def test_sections_reject_unknown_keys_but_options_are_open():
+    from registry.validate import ROOT, validate
+
+    assert validate({"policy": {"options": {"anything": 1}}, "trainer": {"opentau": {"config": {"x": 1}}}}, {}, ROOT) == []
+    assert [p.rule for p in validate({"policy": {"nope": 1}}, {}, ROOT)] == ["unknown-key"]
