@@ -194,7 +194,7 @@ def _merge(layers: list[Loaded]) -> tuple[dict, dict]:
 def merge(base: dict, layer: dict) -> dict:
     """OmegaConf.merge's semantics on plain data, returning new containers: mappings merge key
     by key; lists, scalars and null replace. OmegaConf itself costs about 10 ms per recipe
-    here against 0.06 ms (benchmarks/README.md), more than the whole validation budget;
+    here against 0.03 ms (benchmarks/README.md), more than the whole validation budget;
     tests/test_compose.py pins this function to OmegaConf.merge on every bundled cell."""
     out = dict(base)
     for key, value in layer.items():
