@@ -33,7 +33,7 @@ CASES = {
     "fsdp2-local-state-dict": ("act/fsdp2/2xH100", ["backend.state_dict_type=LOCAL_STATE_DICT"], []),
     "fsdp-sharding-v2": ("act/fsdp2/2xH100", ["backend.sharding=SHARD_GRAD_OP"], []),
     "zero3-save-16bit": ("tiny/zero3/cpu", ["backend.zero3_save_16bit_model=false"], []),
-    "ds-config-file-conflict": ("tiny/zero2/cpu", ["backend.deepspeed_config_file=ds.json", "backend.accelerate={mixed_precision: bf16}"],
+    "ds-config-file-conflict": ("tiny/zero2/cpu", ["backend.accelerate={mixed_precision: bf16}"],
                                 ["backend.deepspeed_config_file=ds.json", "backend.accelerate={same_network: true}"]),
     "ds-json-batch-keys": ("tiny/zero2/cpu", ["backend.deepspeed_json={train_batch_size: auto}"], ["backend.deepspeed_json={wall_clock_breakdown: false}"]),
     "offload-param-stage": ("tiny/zero2/cpu", ["backend.offload.param=cpu"], ["backend=zero3-offload"]),
@@ -62,6 +62,11 @@ CASES = {
     "command-program": ("tiny/ddp/cpu", ["trainer.kind=command"], ["trainer.kind=command", "trainer.command.program=./train.sh"]),
     "builtin-reference-policy": ("tiny/ddp/cpu", ["policy.type=act"], []),
     "process-count": ("act/ddp/8xA100", ["launch.num_processes=4"], ["launch.num_processes=8"]),
+    "cpu-ddp-launcher": ("tiny/ddp/cpu", ["launch.launcher=accelerate"], ["launch.launcher=torchrun"]),
+    "torchrun-deepspeed": ("tiny/zero2/cpu", ["launch.launcher=torchrun"], ["launch.launcher=accelerate"]),
+    "opentau-launcher": ("pi07/fsdp/8xA100", ["launch.launcher=torchrun"], ["launch.launcher=accelerate"]),
+    "lerobot-parallelism-launcher": ("act/fsdp/2xH100", ["trainer.lerobot.api=parallelism", "launch.launcher=accelerate", "train.checkpoint.resumable=false"],
+                                     ["trainer.lerobot.api=parallelism", "launch.launcher=torchrun", "train.checkpoint.resumable=false"]),
 }
 
 
