@@ -67,6 +67,21 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("-q", "--quiet", action="store_true", help="print problems only")
     val.set_defaults(func=cmd_validate)
 
+    res = sub.add_parser("resolve", help="write the accelerate yaml, DeepSpeed JSON, trainer config, launch.sh and lock")
+    res.add_argument("target", metavar="NAME|FILE")
+    res.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    res.add_argument("-o", "--output-dir", required=True, metavar="DIR")
+    res.set_defaults(func=cmd_resolve)
+
+    run = sub.add_parser("run", help="validate, resolve into a fresh run directory and launch",
+                         description="Streams the trainer's output and exits with its exit code; Ctrl-C stops every rank.")
+    run.add_argument("target", metavar="NAME|FILE")
+    run.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    run.add_argument("--dry-run", action="store_true", help="print the resolved files and the command; launch nothing")
+    run.add_argument("--output-dir", metavar="DIR", help="the run directory (default: runs/NAME/TIMESTAMP)")
+    run.add_argument("--allow-hardware-mismatch", action="store_true", help="launch even if this host does not match the hardware part")
+    run.set_defaults(func=cmd_run)
+
     sch = sub.add_parser("schema", help="print the joined JSON Schema of a recipe file")
     sch.set_defaults(func=cmd_schema)
     return p
@@ -119,6 +134,26 @@ def cmd_validate(args) -> int:
             print(report.summary(), file=sys.stderr)
         worst = max(worst, report.exit_code)
     return worst
+
+
+def cmd_resolve(args) -> int:
+    from pathlib import Path
+
+    from .run import checked, write_bundle
+
+    _, bundle = checked(args.target, args.overrides)
+    folder = Path(args.output_dir)
+    write_bundle(bundle, folder)
+    for name in bundle.files:
+        print(folder / name)
+    return 0
+
+
+def cmd_run(args) -> int:
+    from .run import run
+
+    return run(args.target, args.overrides, dry_run=args.dry_run, output_dir=args.output_dir,
+               allow_mismatch=args.allow_hardware_mismatch)
 
 
 def cmd_schema(args) -> int:

@@ -78,6 +78,16 @@ def find(name: Name) -> Path | None:
     return None
 
 
+def locate(path: Path) -> tuple[str, str] | None:
+    """(source name, path inside it) for a file that lies in a source."""
+    resolved = Path(path).resolve()
+    for source in all_sources():
+        root = source.root.resolve()
+        if resolved.is_relative_to(root):
+            return source.name, resolved.relative_to(root).as_posix()
+    return None
+
+
 def _select(name: Name) -> list[Source]:
     sources = all_sources()
     if name.source is None:

@@ -1,0 +1,50 @@
+"""What this host has, read without importing torch: nvidia-smi, if there is one."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    memory_mib: int
+
+
+def gpus() -> list[GPU]:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    found = []
+    for line in out.strip().splitlines():
+        name, _, memory = line.rpartition(",")
+        if name:
+            found.append(GPU(name.strip(), int(float(memory.strip() or 0))))
+    return found
+
+
+def mismatch(doc: dict, host: list[GPU]) -> str | None:
+    """Why this host cannot run the recipe's hardware part, or None."""
+    hardware = doc["hardware"]
+    gpu = hardware.get("gpu")
+    if gpu is None:
+        return None  # CPU recipes run anywhere
+    need = int(hardware.get("gpus_per_node", 1))
+    if not host:
+        return f"the recipe needs {need} x {gpu.get('name', 'GPU')} per node and this host has no GPU (nvidia-smi found none)"
+    if len(host) < need:
+        return f"the recipe needs {need} GPUs per node and this host has {len(host)}"
+    family = str(gpu.get("name", "")).split("-")[0].upper()
+    wrong = [g.name for g in host[:need] if family and family not in g.name.upper()]
+    if wrong:
+        return f"the recipe is for {gpu.get('name')} and this host has {wrong[0]}"
+    want = float(gpu.get("memory_gb") or gpu.get("memory_gib", 0)) * 1e9 / 2**20
+    small = [g for g in host[:need] if want and g.memory_mib < 0.85 * want]
+    if small:
+        return f"the recipe is for {gpu.get('name')} and this host's GPUs have {small[0].memory_mib} MiB"
+    return None

@@ -1,0 +1,54 @@
+"""Resolution: a valid recipe -> the files its launchers take as-is.
+
+    accelerate.yaml    accelerate's own config (not for LeRobot's parallelism API)
+    deepspeed.json     DeepSpeed backends
+    <trainer config>   train_config.json | opentau.json (LeRobot and command take flags)
+    launch.sh          the exact argv and environment
+    slurm.sbatch       when launch.launcher is slurm
+    recipe.lock.yaml   the resolved recipe, input and output hashes, tool version
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import yaml
+
+from ..compose import Recipe
+from ..errors import RecipeError
+from ..trainers import invocation
+from . import launch
+from .accelerate import DEEPSPEED_JSON, accelerate_config
+from .deepspeed import deepspeed_config
+from .lock import LOCK, lock
+
+
+@dataclass(frozen=True)
+class Bundle:
+    files: dict[str, str]  # name -> text, in the order they are shown
+    command: str  # the launch line with its environment, as launch.sh runs it
+    program: str
+    install_hint: str
+
+
+def resolve(recipe: Recipe) -> Bundle:
+    """Files for a recipe that validated without errors."""
+    doc = recipe.data
+    ctx = launch.context(doc)
+    inv = invocation(doc, ctx)
+    files: dict[str, str] = {}
+    if inv.uses_accelerate_config:
+        files["accelerate.yaml"] = yaml.safe_dump(accelerate_config(doc), sort_keys=False)
+    ds = deepspeed_config(doc)
+    if ds is not None:
+        files[DEEPSPEED_JSON] = json.dumps(ds, indent=2) + "\n"
+    for name in inv.files:
+        if name in files:
+            raise RecipeError(f"trainer file {name} clashes with a generated file", 1)
+    files.update(inv.files)
+    files[launch.SCRIPT] = launch.script(doc, inv)
+    if doc.get("launch", {}).get("launcher") == "slurm":
+        files[launch.SBATCH] = launch.sbatch(doc)
+    files[LOCK] = lock(recipe, files)
+    return Bundle(files, launch.command_line(doc, inv), inv.program, inv.install_hint)

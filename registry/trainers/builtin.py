@@ -1,0 +1,17 @@
+"""The project's own accelerate training entrypoint (`python -m registry.train`)."""
+
+from __future__ import annotations
+
+import json
+
+from . import Context, Invocation
+
+CONFIG = "train_config.json"
+
+
+def invocation(doc: dict, ctx: Context) -> Invocation:
+    files = {CONFIG: json.dumps(doc, indent=2, sort_keys=False) + "\n"}
+    entry = ["-m", "registry.train", CONFIG]
+    if ctx.launcher == "torchrun":
+        return Invocation(ctx.torchrun() + entry, "torchrun", "pip install torch", files, uses_accelerate_config=False)
+    return Invocation(ctx.accelerate() + entry, "accelerate", "pip install accelerate", files)

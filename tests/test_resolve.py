@@ -1,0 +1,210 @@
+"""Resolution: the files launchers take, checked with accelerate's and DeepSpeed's own parsers."""
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import run_cli
+from registry import sources
+from registry.checking import validate_target
+from registry.compose import compose
+from registry.resolve import resolve
+
+CELLS = ["/".join(c) for c in itertools.product(*(sources.part_names(a) for a in ("policy", "backend", "hardware")))]
+VALID = [c for c in CELLS if validate_target(c).exit_code == 0]
+
+
+def bundle(target, overrides=()):
+    return resolve(compose(target, list(overrides)))
+
+
+def load_accelerate(tmp_path, text, name="accelerate.yaml"):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    path = tmp_path / name
+    path.write_text(text)
+    return load_config_from_file(str(path))
+
+
+def test_enough_valid_cells():
+    assert len(VALID) > 300
+
+
+@pytest.mark.parametrize("cell", VALID)
+def test_accelerate_yaml_loads_with_accelerates_parser(tmp_path, cell):
+    recipe = compose(cell)
+    files = resolve(recipe).files
+    doc = recipe.data
+    world = doc["hardware"]["nodes"] * (doc["hardware"].get("processes_per_node") or doc["hardware"]["gpus_per_node"])
+    if "accelerate.yaml" not in files:  # torchrun launches take no accelerate yaml
+        assert "exec torchrun " in files["launch.sh"]
+        return
+    config = load_accelerate(tmp_path, files["accelerate.yaml"])
+    assert config.num_processes == world
+    assert config.num_machines == doc["hardware"]["nodes"]
+    kind = doc["backend"]["kind"]
+    if kind == "deepspeed":
+        assert config.distributed_type.value == "DEEPSPEED"
+        assert config.deepspeed_config["deepspeed_config_file"] == "deepspeed.json"
+        assert config.mixed_precision is None  # INVARIANTS 12
+        assert set(config.deepspeed_config) <= {"deepspeed_config_file", "zero3_init_flag", "deepspeed_multinode_launcher"}
+    elif kind == "fsdp":
+        assert config.distributed_type.value == "FSDP"
+        fsdp = config.fsdp_config
+        assert fsdp["fsdp_version"] == doc["backend"]["version"]
+        assert fsdp["fsdp_transformer_layer_cls_to_wrap"].split(",")[: len(doc["policy"]["block_classes"])] == doc["policy"]["block_classes"]
+        if fsdp["fsdp_version"] == 2:
+            assert "fsdp_use_orig_params" not in fsdp and isinstance(fsdp["fsdp_reshard_after_forward"], bool)
+        else:
+            assert fsdp["fsdp_use_orig_params"] is True and fsdp["fsdp_reshard_after_forward"] == doc["backend"]["sharding"]
+    else:
+        assert config.distributed_type.value in ("MULTI_GPU", "MULTI_CPU", "NO")
+        assert config.mixed_precision == doc["backend"]["mixed_precision"]
+
+
+@pytest.fixture(scope="module")
+def deepspeed_parser():
+    import deepspeed.comm
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    class DataParallel:  # DeepSpeed reads the data-parallel world size from an mpu
+        def __init__(self, n):
+            self.n = n
+
+        def get_data_parallel_world_size(self):
+            return self.n
+
+    def parse(config, world):
+        original = deepspeed.comm.get_rank
+        deepspeed.comm.get_rank = lambda *a, **k: 0  # no process group: this is a parse, not a run
+        try:
+            return DeepSpeedConfig(config, mpu=DataParallel(world))
+        finally:
+            deepspeed.comm.get_rank = original
+
+    return parse
+
+
+@pytest.mark.parametrize("cell", [c for c in VALID if "/zero" in c])
+def test_deepspeed_json_passes_deepspeeds_batch_check(cell, deepspeed_parser):
+    recipe = compose(cell)
+    config = json.loads(resolve(recipe).files["deepspeed.json"])
+    hw = recipe.data["hardware"]
+    world = hw["nodes"] * (hw.get("processes_per_node") or hw["gpus_per_node"])
+    parsed = deepspeed_parser(config, world)
+    assert parsed.train_batch_size == config["train_micro_batch_size_per_gpu"] * config["gradient_accumulation_steps"] * world
+    assert parsed.zero_optimization_stage == recipe.data["backend"]["zero_stage"]
+    with pytest.raises(AssertionError, match="Check batch related parameters"):
+        deepspeed_parser(config, world + 1)  # the check is real: a wrong world size fails it
+
+
+def test_pi07_zero2_dry_run_acceptance():
+    r = run_cli("run", "pi07/zero2/8xA100", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    files = bundle("pi07/zero2/8xA100").files
+    assert yaml.safe_load(files["accelerate.yaml"])["distributed_type"] == "DEEPSPEED"
+    assert yaml.safe_load(files["accelerate.yaml"])["num_processes"] == 8
+    assert json.loads(files["deepspeed.json"])["train_batch_size"] == 160
+    assert json.loads(files["opentau.json"])["dataset_mixture"]["n_obs_history"] == 6
+    assert "num_processes: 8" in out and '"train_batch_size": 160' in out and '"n_obs_history": 6' in out
+    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True opentau-train --accelerate-config=accelerate.yaml --config_path=opentau.json" in out
+
+
+def test_opentau_config_checks_hold():
+    config = json.loads(bundle("pi07/zero2/8xA100", ["train.gradient_accumulation_steps=2"]).files["opentau.json"])
+    assert config["batch_size"] == config["dataloader_batch_size"] * config["gradient_accumulation_steps"] == 40
+    assert config["policy"]["n_obs_steps"] == config["dataset_mixture"]["n_obs_history"]
+    assert config["policy"]["resize_imgs_with_padding"] == config["resolution"]
+
+
+def test_act_fsdp1_and_fsdp2(tmp_path):
+    one = load_accelerate(tmp_path, bundle("act/fsdp/2xH100").files["accelerate.yaml"], "one.yaml")
+    assert one.distributed_type.value == "FSDP" and one.fsdp_config["fsdp_version"] == 1
+    assert one.fsdp_config["fsdp_use_orig_params"] is True
+    assert one.fsdp_config["fsdp_transformer_layer_cls_to_wrap"] == "ACTEncoderLayer,ACTDecoderLayer"
+    two = load_accelerate(tmp_path, bundle("act/fsdp2/2xH100").files["accelerate.yaml"], "two.yaml")
+    assert two.fsdp_config["fsdp_version"] == 2 and "fsdp_use_orig_params" not in two.fsdp_config
+    pi07 = yaml.safe_load(bundle("pi07/fsdp2/8xA100", ["policy.dtype=float32"]).files["accelerate.yaml"])
+    assert pi07["fsdp_config"]["fsdp_transformer_layer_cls_to_wrap"] == "InterleavedDecoderLayer,SiglipEncoderLayer,SiglipVisionEmbeddings"
+
+
+def test_lerobot_flags():
+    text = bundle("act/ddp/8xA100").files["launch.sh"]
+    assert 'accelerate launch --config_file accelerate.yaml "$(command -v lerobot-train)" --policy.type=act' in text
+    assert "--batch_size=8 " in text and "--policy.push_to_hub=false" in text and "--output_dir=output" in text
+    pushed = bundle("act/ddp/8xA100", ["trainer.lerobot.push_to_hub=true", "trainer.lerobot.repo_id=org/act"]).files["launch.sh"]
+    assert "--policy.push_to_hub=true --policy.repo_id=org/act" in pushed
+
+
+def test_lerobot_rejects_deepspeed():
+    r = run_cli("resolve", "act/zero2/8xA100", "-o", "/tmp/never-written")
+    assert r.returncode == 1 and "lerobot-no-deepspeed" in r.stderr and "LeRobot has no DeepSpeed path" in r.stderr
+    assert not os.path.exists("/tmp/never-written")
+
+
+def test_command_trainer_fills_templates(tmp_path):
+    files = bundle("tiny/zero2/cpu", ["trainer.kind=command", "trainer.command.program=my-train",
+                                      "trainer.command.args=['--bs={train.micro_batch_size}', '--out={output_dir}', '--world={world_size}', '--note=a b;c']"]).files
+    assert "exec accelerate launch --config_file accelerate.yaml --no_python my-train --bs=16 --out=output --world=2 '--note=a b;c'" in files["launch.sh"]
+
+
+def test_deterministic_and_torch_free(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for out in (a, b):
+        r = run_cli("resolve", "pi07/zero2/8xA100", "train.steps=10", "-o", str(out))
+        assert r.returncode == 0, r.stderr
+    names = sorted(p.name for p in a.iterdir())
+    assert names == ["accelerate.yaml", "deepspeed.json", "launch.sh", "opentau.json", "recipe.lock.yaml"]
+    for name in names:
+        assert (a / name).read_bytes() == (b / name).read_bytes()
+    assert os.access(a / "launch.sh", os.X_OK)
+    lock = yaml.safe_load((a / "recipe.lock.yaml").read_text())
+    assert lock["overrides"] == ["train.steps=10"] and lock["resolved"]["train"]["steps"] == 10
+    assert [i["file"] for i in lock["inputs"]][-1] == "pi07/zero2/8xA100.yaml"
+    assert all(len(i["sha256"]) == 64 for i in lock["inputs"])
+    code = ("import sys, runpy\nsys.argv=['recipe','resolve','pi07/zero2/8xA100','-o',sys.argv[1]]\n"
+            "try:\n    runpy.run_module('registry', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch','accelerate','deepspeed')))")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "c")], capture_output=True, text=True, cwd=run_cli.__globals__["ROOT"])
+    assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_env_values_are_quoted(tmp_path):
+    out = tmp_path / "run"
+    marker = tmp_path / "pwned"
+    value = f"$(touch {marker}); `touch {marker}` ' \" \\ ;|&"
+    r = run_cli("resolve", "tiny/zero2/cpu", f"env.TRICKY={json.dumps(value)}", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    script = (out / "launch.sh").read_text().replace("exec accelerate", "printf %s \"$TRICKY\" #")
+    path = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]  # where accelerate is installed
+    got = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env={**os.environ, "PATH": path})
+    assert got.stdout == value and not marker.exists()
+
+
+def test_multi_node_launch_and_slurm(tmp_path):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    out = tmp_path / "mn"
+    r = run_cli("resolve", "pi07/zero2/2x8xH100", "launch.launcher=slurm", "launch.slurm={partition: gpu, time: '24:00:00'}", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    sbatch = (out / "slurm.sbatch").read_text()
+    assert "#SBATCH --nodes=2" in sbatch and "#SBATCH --gpus-per-node=8" in sbatch and "#SBATCH --partition=gpu" in sbatch
+    assert "srun --ntasks-per-node=1" in sbatch and "bash ./launch.sh" in sbatch
+    assert json.loads((out / "deepspeed.json").read_text())["train_batch_size"] == 2 * 16  # micro 2 (untuned) x 16 ranks
+    script = (out / "launch.sh").read_text()
+    assert "--accelerate-config=accelerate.node-\"${MACHINE_RANK}\".yaml" in script
+    # run the node preamble as node 1 and load that node's yaml with accelerate's parser
+    preamble = script.split("if ! command -v")[0]
+    env = {**os.environ, "MACHINE_RANK": "1", "MAIN_PROCESS_IP": "10.1.2.3", "MAIN_PROCESS_PORT": "29600"}
+    subprocess.run(["bash", "-c", preamble + "\n", str(out / "launch.sh")], check=True, env=env, cwd=out)
+    # bash -c runs with $0 = launch.sh, so the preamble's cd lands in the run directory
+    node = load_config_from_file(str(out / "accelerate.node-1.yaml"))
+    assert (node.machine_rank, node.main_process_ip, node.main_process_port, node.num_machines, node.num_processes) == (1, "10.1.2.3", 29600, 2, 16)
+    bad = subprocess.run(["bash", "-c", preamble, str(out / "launch.sh")], env={**env, "MAIN_PROCESS_IP": "x;rm -rf /"}, capture_output=True, text=True)
+    assert bad.returncode == 2 and "MAIN_PROCESS_IP" in bad.stderr
