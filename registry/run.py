@@ -91,6 +91,8 @@ def supervise(argv: list[str], cwd: Path) -> int:
     log = open(cwd / "launch.log", "wb")
     proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     stopping: list[int] = []
+    deadline = threading.Timer(GRACE_S, _signal_group, (proc.pid, signal.SIGKILL))
+    deadline.daemon = True
 
     def stop(signum, frame):
         if stopping:  # a second Ctrl-C: no more waiting
@@ -98,7 +100,7 @@ def supervise(argv: list[str], cwd: Path) -> int:
             return
         stopping.append(signum)
         _signal_group(proc.pid, signal.SIGTERM)
-        threading.Timer(GRACE_S, _signal_group, (proc.pid, signal.SIGKILL)).start()
+        deadline.start()
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     pump = threading.Thread(target=_copy, args=(proc.stdout, log), daemon=True)
@@ -108,6 +110,7 @@ def supervise(argv: list[str], cwd: Path) -> int:
         pump.join()
         _signal_group(proc.pid, signal.SIGKILL)  # no rank outlives its launcher
     finally:
+        deadline.cancel()
         for s, handler in previous.items():
             signal.signal(s, handler)
         log.close()

@@ -113,7 +113,7 @@ def test_alias_bomb_cli(cli, tmp_path):
 def test_start_up_path_imports_no_heavy_modules():
     code = (
         "import sys, runpy\n"
-        "for argv in (['validate', 'pi07/zero2/8xA100'], ['show', 'pi07/zero2/8xA100', '--origin'], ['list'], ['schema']):\n"
+        "for argv in (['validate', 'pi07/zero2/8xA100'], ['show', 'pi07/zero2/8xA100', '--origin'], ['list'], ['schema'], ['run', 'pi07/zero2/8xA100', '--dry-run']):\n"
         "    sys.argv = ['recipe', *argv]\n"
         "    try:\n"
         "        runpy.run_module('registry', run_name='__main__')\n"
