@@ -80,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true", help="print the resolved files and the command; launch nothing")
     run.add_argument("--output-dir", metavar="DIR", help="the run directory (default: runs/NAME/TIMESTAMP)")
     run.add_argument("--allow-hardware-mismatch", action="store_true", help="launch even if this host does not match the hardware part")
+    run.add_argument("--resume", nargs="?", const="", metavar="DIR",
+                     help="continue a run of the built-in trainer from its last checkpoint (default: the newest run of this recipe)")
     run.set_defaults(func=cmd_run)
 
     sch = sub.add_parser("schema", help="print the joined JSON Schema of a recipe file")
@@ -152,8 +154,10 @@ def cmd_resolve(args) -> int:
 def cmd_run(args) -> int:
     from .run import run
 
+    if args.resume is not None and args.output_dir:
+        raise RecipeError("give --resume DIR or --output-dir, not both")
     return run(args.target, args.overrides, dry_run=args.dry_run, output_dir=args.output_dir,
-               allow_mismatch=args.allow_hardware_mismatch)
+               allow_mismatch=args.allow_hardware_mismatch, resume=args.resume)
 
 
 def cmd_schema(args) -> int:

@@ -17,6 +17,7 @@ from .compose import Recipe, compose
 from .errors import RecipeError
 from .files import write_atomic
 from .resolve import Bundle, resolve
+from .train import RESUME
 from .validate import validate
 
 GRACE_S = 10.0  # between SIGTERM to the ranks and SIGKILL
@@ -55,10 +56,17 @@ def fresh_run_dir(recipe: Recipe, output_dir: str | None) -> Path:
     return folder
 
 
-def find_program(program: str) -> bool:
+def launch_env(bundle: Bundle) -> dict[str, str]:
+    env = dict(os.environ)
+    if bundle.same_python:
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
+
+
+def find_program(program: str, env: dict[str, str]) -> bool:
     if "/" in program:
         return Path(program).is_file() and os.access(program, os.X_OK)
-    return shutil.which(program) is not None
+    return shutil.which(program, path=env.get("PATH")) is not None
 
 
 def show(bundle: Bundle) -> None:
@@ -69,7 +77,8 @@ def show(bundle: Bundle) -> None:
     print(f"==> command <==\n{bundle.command}")
 
 
-def run(target: str, overrides: list[str], *, dry_run: bool, output_dir: str | None, allow_mismatch: bool) -> int:
+def run(target: str, overrides: list[str], *, dry_run: bool, output_dir: str | None, allow_mismatch: bool,
+        resume: str | None = None) -> int:
     recipe, bundle = checked(target, overrides)
     if dry_run:
         show(bundle)
@@ -77,59 +86,113 @@ def run(target: str, overrides: list[str], *, dry_run: bool, output_dir: str | N
     why = machine.mismatch(recipe.data, machine.gpus())
     if why and not allow_mismatch:
         raise RecipeError(f"{why} (hint: run on matching hardware, swap it with hardware=..., or pass --allow-hardware-mismatch)", 1)
-    if not find_program(bundle.program):
+    env = launch_env(bundle)
+    if not find_program(bundle.program, env):
         raise RecipeError(f"{bundle.program} not found on PATH (hint: {bundle.install_hint})", 127)
-    folder = fresh_run_dir(recipe, output_dir)
-    write_bundle(bundle, folder)
-    print(f"recipe: {recipe.name} in {folder}", file=sys.stderr)
-    return supervise(["bash", "launch.sh"], folder)
+    if resume is not None:
+        folder = _resumable(recipe, bundle, resume)
+        env[RESUME] = "checkpoints/last"
+        print(f"recipe: resuming {recipe.name} in {folder}", file=sys.stderr)
+    else:
+        folder = fresh_run_dir(recipe, output_dir)
+        write_bundle(bundle, folder)
+        print(f"recipe: {recipe.name} in {folder}", file=sys.stderr)
+    return supervise([(["bash", "launch.sh"], node_env) for node_env in _local_nodes(recipe.data, env)], folder)
 
 
-def supervise(argv: list[str], cwd: Path) -> int:
-    """Run argv in its own process group, copy its output to ours and to launch.log, and on
-    SIGINT/SIGTERM stop the whole group (SIGTERM, then SIGKILL after GRACE_S)."""
-    log = open(cwd / "launch.log", "wb")
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+def _resumable(recipe: Recipe, bundle: Bundle, where: str) -> Path:
+    import yaml
+
+    if recipe.data["trainer"]["kind"] != "builtin":
+        raise RecipeError("--resume drives the built-in trainer; resume other trainers with their own flags (opentau: --resume=true)")
+    folder = Path(where) if where else _latest_run(recipe)
+    lock_file = folder / "recipe.lock.yaml"
+    if not lock_file.is_file():
+        raise RecipeError(f"{folder}: not a run directory (no recipe.lock.yaml)")
+    if not (folder / "checkpoints" / "last" / "trainer_state.json").is_file():
+        raise RecipeError(f"{folder}: no checkpoint to resume from (checkpoints/last)")
+    if yaml.safe_load(lock_file.read_text())["resolved"] != recipe.data:
+        raise RecipeError(f"{folder}: the recipe resolves differently from when this run started (hint: pass the same name and overrides)")
+    return folder
+
+
+def _latest_run(recipe: Recipe) -> Path:
+    base = Path("runs") / recipe.name.replace("/", "_").replace(":", "_").replace("@", "_v")
+    runs = sorted(p for p in base.glob("*") if (p / "recipe.lock.yaml").is_file()) if base.is_dir() else []
+    if not runs:
+        raise RecipeError(f"no earlier run of {recipe.name} under {base} (hint: --resume DIR)")
+    return runs[-1]
+
+
+def _local_nodes(doc: dict, env: dict[str, str]) -> list[dict[str, str]]:
+    """One launcher, or one per node when every node is this host (hardware.nodes > 1 with a
+    loopback rendezvous): multi-node without a cluster."""
+    nodes = int(doc["hardware"].get("nodes", 1))
+    ip = doc.get("launch", {}).get("main_process_ip") or ""
+    if nodes == 1 or ip not in ("127.0.0.1", "localhost"):
+        return [env]
+    return [{**env, "MACHINE_RANK": str(rank)} for rank in range(nodes)]
+
+
+def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path) -> int:
+    """Run each command in its own process group, copy their output to ours and to launch.log.
+    The first failure, SIGINT or SIGTERM stops every group (SIGTERM, then SIGKILL after GRACE_S);
+    the exit code is the first failure's, 128+signal when stopped, else 0."""
+    log = open(cwd / "launch.log", "ab")
+    lock = threading.Lock()
+    procs = [subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+             for argv, env in commands]
+    pumps = [threading.Thread(target=_copy, args=(p.stdout, log, lock), daemon=True) for p in procs]
+    for pump in pumps:
+        pump.start()
     stopping: list[int] = []
-    deadline = threading.Timer(GRACE_S, _signal_group, (proc.pid, signal.SIGKILL))
+    deadline = threading.Timer(GRACE_S, _signal_all, (procs, signal.SIGKILL))
     deadline.daemon = True
 
-    def stop(signum, frame):
-        if stopping:  # a second Ctrl-C: no more waiting
-            _signal_group(proc.pid, signal.SIGKILL)
+    def stop(reason: int):
+        if stopping:
+            _signal_all(procs, signal.SIGKILL)  # asked twice: no more waiting
             return
-        stopping.append(signum)
-        _signal_group(proc.pid, signal.SIGTERM)
+        stopping.append(reason)
+        _signal_all(procs, signal.SIGTERM)
         deadline.start()
 
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    pump = threading.Thread(target=_copy, args=(proc.stdout, log), daemon=True)
-    pump.start()
+    previous = {s: signal.signal(s, lambda signum, frame: stop(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
+    failure = 0
     try:
-        code = proc.wait()
-        pump.join()
-        _signal_group(proc.pid, signal.SIGKILL)  # no rank outlives its launcher
+        while any(p.poll() is None for p in procs):
+            for p in procs:
+                if p.returncode not in (None, 0) and not stopping:
+                    failure = p.returncode
+                    stop(0)  # one node died: the others would wait for it forever
+            time.sleep(0.1)
+        for pump in pumps:
+            pump.join()
+        _signal_all(procs, signal.SIGKILL)  # no rank outlives its launcher
     finally:
         deadline.cancel()
         for s, handler in previous.items():
             signal.signal(s, handler)
         log.close()
-    if stopping:
+    if stopping and stopping[0]:
         return 128 + stopping[0]
-    return 128 - code if code < 0 else code
+    failure = failure or next((p.returncode for p in procs if p.returncode), 0)
+    return 128 - failure if failure < 0 else failure
 
 
-def _copy(stream, log) -> None:
+def _copy(stream, log, lock) -> None:
     out = sys.stdout.buffer
     for chunk in iter(lambda: stream.read1(65536), b""):
-        out.write(chunk)
-        out.flush()
-        log.write(chunk)
-        log.flush()
+        with lock:
+            out.write(chunk)
+            out.flush()
+            log.write(chunk)
+            log.flush()
 
 
-def _signal_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _signal_all(procs, sig: int) -> None:
+    for p in procs:
+        try:
+            os.killpg(p.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass

@@ -30,6 +30,7 @@ class Bundle:
     command: str  # the launch line with its environment, as launch.sh runs it
     program: str
     install_hint: str
+    same_python: bool = False
 
 
 def resolve(recipe: Recipe) -> Bundle:
@@ -51,4 +52,4 @@ def resolve(recipe: Recipe) -> Bundle:
     if doc.get("launch", {}).get("launcher") == "slurm":
         files[launch.SBATCH] = launch.sbatch(doc)
     files[LOCK] = lock(recipe, files)
-    return Bundle(files, launch.command_line(doc, inv), inv.program, inv.install_hint)
+    return Bundle(files, launch.command_line(doc, inv), inv.program, inv.install_hint, inv.same_python)

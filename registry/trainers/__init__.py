@@ -42,6 +42,9 @@ class Invocation:
     install_hint: str
     files: dict[str, str] = field(default_factory=dict)  # the trainer's own config files
     uses_accelerate_config: bool = True
+    # runs in the interpreter that runs `recipe` (its bin/ first on PATH); other trainers keep
+    # their own environments (OpenTau and LeRobot cannot share one, INVARIANTS 27)
+    same_python: bool = False
 
 
 def invocation(doc: dict, ctx: Context) -> Invocation:

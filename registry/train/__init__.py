@@ -1,0 +1,5 @@
+"""The built-in trainer: the one package that imports torch at the top level (in its modules,
+not here, so that `recipe run` can read these names without torch)."""
+
+RESUME = "RECIPE_RESUME"  # set by `recipe run --resume`: a checkpoint folder or run directory
+CRASH_AFTER = "RECIPE_TEST_CRASH_AFTER_STEP"  # tests: every rank dies abruptly after this step

@@ -1,0 +1,73 @@
+"""Checkpoints: `checkpoints/<step>/` holds model.safetensors (one consolidated file under every
+backend), state/ (accelerate's save_state: optimizer, scheduler, RNG; sharded where the backend
+shards) and trainer_state.json (step). A checkpoint is written under a temporary name and renamed
+when complete; `checkpoints/last` then points at it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import torch
+
+LAST = "last"
+
+
+def folder(run_dir: Path, step: int) -> Path:
+    return run_dir / "checkpoints" / f"{step:06d}"
+
+
+def save(accelerator, model, run_dir: Path, step: int, *, consolidated: bool, resumable: bool) -> Path:
+    final = folder(run_dir, step)
+    tmp = final.with_name(f".tmp-{final.name}")
+    if accelerator.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    accelerator.wait_for_everyone()
+    if resumable:
+        accelerator.save_state(str(tmp / "state"))
+    if consolidated:
+        state = accelerator.get_state_dict(model)  # every rank takes part in the gather
+        if accelerator.is_main_process:
+            from safetensors.torch import save_file
+
+            save_file({k: v.detach().to("cpu").contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"))
+    if accelerator.is_main_process:
+        (tmp / "trainer_state.json").write_text(json.dumps({"step": step}) + "\n")
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        _point_last(run_dir / "checkpoints", final.name)
+    accelerator.wait_for_everyone()
+    return final
+
+
+def _point_last(checkpoints: Path, name: str) -> None:
+    link = checkpoints / LAST
+    tmp = checkpoints / f".{LAST}.tmp"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(name)
+    os.replace(tmp, link)
+
+
+def find(path: Path) -> Path:
+    """A checkpoint folder from itself, its checkpoints/ folder or its run directory."""
+    for candidate in (path, path / LAST, path / "checkpoints" / LAST):
+        if (candidate / "trainer_state.json").is_file():
+            return candidate.resolve()
+    raise FileNotFoundError(f"no checkpoint at {path} (expected checkpoints/last/trainer_state.json)")
+
+
+def load(accelerator, path: Path) -> int:
+    """Restore optimizer, scheduler, RNG and weights; returns the step to continue from."""
+    checkpoint = find(path)
+    accelerator.load_state(str(checkpoint / "state"))
+    return int(json.loads((checkpoint / "trainer_state.json").read_text())["step"])
+
+
+def load_consolidated(model: torch.nn.Module, path: Path) -> None:
+    from safetensors.torch import load_file
+
+    model.load_state_dict(load_file(str(path)))

@@ -1,0 +1,228 @@
+"""The built-in accelerate training loop. Launched by `recipe run` through accelerate launch,
+or through torchrun for DDP on a CPU-only host (INVARIANTS 25)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from . import CRASH_AFTER, RESUME, checkpoint
+from .data import Synthetic, indices
+from .metrics import PHASES, Log, Phases, peak_memory_gib
+from .policy import build
+
+
+
+def make_accelerator(doc: dict):
+    from accelerate import Accelerator
+    from accelerate.utils import InitProcessGroupKwargs
+
+    cpu = doc["hardware"].get("gpu") is None
+    kwargs = {
+        "gradient_accumulation_steps": int(doc["train"].get("gradient_accumulation_steps", 1)),
+        "step_scheduler_with_optimizer": False,  # one scheduler step per optimizer step, whatever the world size
+    }
+    handlers = []
+    if cpu:
+        # On a CPU host accelerate must be told gloo, else it sees each rank alone (INVARIANTS 25).
+        handlers.append(InitProcessGroupKwargs(backend="gloo", timeout=timedelta(minutes=10)))
+        if doc["backend"]["kind"] == "ddp":
+            kwargs["cpu"] = True
+            kwargs["mixed_precision"] = doc["backend"].get("mixed_precision", "no")
+    return Accelerator(kwargs_handlers=handlers, **kwargs)
+
+
+def schedule(doc: dict):
+    train = doc["train"]
+    steps = int(train["steps"])
+    spec = train.get("scheduler", {})
+    kind, warmup = spec.get("type", "constant"), int(spec.get("warmup_steps", 0))
+    lr = float(train.get("optimizer", {}).get("lr", 1e-4))
+    peak = float(spec.get("peak_lr") or lr)
+    floor = float(spec.get("decay_lr", 0.0)) / peak
+    decay = int(spec.get("decay_steps") or steps)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        if kind == "constant":
+            return 1.0
+        progress = min(1.0, (step - warmup) / max(1, decay - warmup))
+        shape = 0.5 * (1 + math.cos(math.pi * progress)) if kind == "cosine_decay_with_warmup" else 1 - progress
+        return floor + (1 - floor) * shape
+
+    return factor
+
+
+def local_numel(p: torch.Tensor) -> int:
+    """Elements of a parameter held by this rank (ZeRO-3 partitions, FSDP2 DTensor shards)."""
+    if hasattr(p, "ds_tensor"):
+        return p.ds_tensor.numel()
+    if hasattr(p, "to_local"):
+        return p.to_local().numel()
+    return p.numel()
+
+
+def full_numel(p: torch.Tensor) -> int:
+    return getattr(p, "ds_numel", None) or p.numel()
+
+
+def train(doc: dict, run_dir: Path) -> None:
+    accelerator = make_accelerator(doc)
+    train_cfg = doc["train"]
+    rank, world = accelerator.process_index, accelerator.num_processes
+    micro = int(train_cfg["micro_batch_size"])
+    accumulation = int(train_cfg.get("gradient_accumulation_steps", 1))
+    steps, seed = int(train_cfg["steps"]), int(train_cfg.get("seed", 0))
+    torch.manual_seed(seed)
+
+    data = Synthetic(doc, accelerator.device)
+    model = build(doc)
+    param_numel = sum(p.numel() for p in model.parameters() if not isinstance(p, torch.nn.parameter.UninitializedParameter))
+    if any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in model.parameters()):
+        # Lazy modules must have their shapes before ZeRO-3 partitions them (seed 000).
+        with torch.no_grad():
+            sample = data.batch(torch.arange(1))
+            model(sample["images"].cpu(), sample["state"].cpu())
+    opt = train_cfg.get("optimizer", {})
+    optimizer = torch.optim.AdamW(model.parameters(), lr=float(opt.get("lr", 1e-4)), betas=tuple(opt.get("betas", (0.9, 0.999))),
+                                  eps=float(opt.get("eps", 1e-8)), weight_decay=float(opt.get("weight_decay", 0.0)))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule(doc))
+    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+
+    deepspeed_half = accelerator.distributed_type.value == "DEEPSPEED" and accelerator.mixed_precision in ("bf16", "fp16")
+    # DeepSpeed casts the model and accelerate does not autocast: inputs are cast here (INVARIANTS 21).
+    input_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[accelerator.mixed_precision] if deepspeed_half else torch.float32
+    clip = opt.get("grad_clip_norm")
+    checkpoints = train_cfg.get("checkpoint", {})
+    every = int(checkpoints.get("every", 0))
+    consolidated, resumable = bool(checkpoints.get("consolidated", True)), bool(checkpoints.get("resumable", True))
+    log_every = int(train_cfg.get("log_every", 10))
+    options = doc["trainer"].get("builtin", {})
+    phases = Phases(accelerator.device, bool(options.get("phase_timing", accelerator.device.type == "cpu")))
+    crash_after = int(os.environ.get(CRASH_AFTER, "0"))
+
+    start = 0
+    if os.environ.get(RESUME):
+        start = checkpoint.load(accelerator, Path(os.environ[RESUME]))
+    log = Log(run_dir / "metrics.jsonl", accelerator.is_main_process, steps, bool(options.get("progress", True)))
+    first = indices(start, 0, accumulation, rank, world, micro, data.samples, data.seed).tolist()
+    local = sum(local_numel(p) for p in model.parameters())
+    info = {"rank": rank, "first_batch": first, "local_param_numel": local, "param_numel": sum(full_numel(p) for p in model.parameters())}
+    every_rank = _gather_objects(info, world)
+    log.write({"event": "resume" if start else "start", "step": start, "world_size": world, "distributed_type": accelerator.distributed_type.value,
+               "mixed_precision": accelerator.mixed_precision, "param_numel": param_numel, "ranks": every_rank})
+
+    model.train()
+    window_loss = torch.zeros((), device=accelerator.device)
+    window_start, window_steps = time.perf_counter(), 0
+    step = start
+    while step < steps:
+        for m in range(accumulation):
+            phases.start()
+            with accelerator.accumulate(model):
+                batch = data.batch(indices(step, m, accumulation, rank, world, micro, data.samples, data.seed), input_dtype)
+                phases.mark("data")
+                prediction = model(batch["images"], batch["state"])
+                loss = F.mse_loss(prediction.float(), batch["actions"])
+                phases.mark("forward")
+                accelerator.backward(loss)
+                phases.mark("backward")
+                if clip and accelerator.sync_gradients:
+                    accelerator.clip_grad_norm_(model.parameters(), float(clip))
+                optimizer.step()
+                optimizer.zero_grad()
+                phases.mark("optimizer")
+            window_loss += loss.detach() / accumulation
+        scheduler.step()
+        step += 1
+        window_steps += 1
+        if step % log_every == 0 or step == steps:
+            record = _report(accelerator, step, window_loss, window_steps, time.perf_counter() - window_start, phases,
+                             micro * accumulation * world, scheduler.get_last_lr()[0])
+            log.write(record)
+            log.progress(step, record, window_steps)
+            window_loss.zero_()
+            window_start, window_steps = time.perf_counter(), 0
+        if (every and step % every == 0) or step == steps:
+            saved = checkpoint.save(accelerator, model, run_dir, step, consolidated=consolidated, resumable=resumable)
+            log.write({"event": "checkpoint", "step": step, "path": str(saved.relative_to(run_dir))})
+            window_start = time.perf_counter()  # checkpoint time is not step time
+        if crash_after and step == crash_after:
+            os._exit(1)
+    probe(accelerator, model, data, run_dir / "checkpoints" / "last", input_dtype)
+    log.write({"event": "end", "step": step})
+    log.close()
+    accelerator.end_training()
+
+
+def probe(accelerator, model, data: Synthetic, folder: Path, dtype: torch.dtype) -> None:
+    """Outputs of the trained model on fixed inputs, saved beside the final checkpoint so that
+    anyone can check that model.safetensors reproduces them."""
+    model.eval()
+    batch = data.batch(torch.arange(4), dtype)
+    with torch.no_grad(), accelerator.autocast():
+        outputs = model(batch["images"], batch["state"]).float()
+    if accelerator.is_main_process and folder.exists():
+        from safetensors.torch import save_file
+
+        save_file({"images": batch["images"].float().cpu(), "state": batch["state"].float().cpu(), "actions": outputs.cpu()},
+                  str(folder / "probe.safetensors"))
+    accelerator.wait_for_everyone()
+    model.train()
+
+
+def _report(accelerator, step, window_loss, window_steps, elapsed, phases, global_batch, lr) -> dict:
+    device = accelerator.device
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    allocated, reserved = peak_memory_gib(device)
+    timings = phases.take()
+    stats = torch.tensor([elapsed, allocated, reserved, *timings], dtype=torch.float64, device=device)
+    worst = _all_reduce_max(stats)  # the slowest rank's time, the fullest rank's memory
+    loss = accelerator.reduce(window_loss.clone(), reduction="mean").item() / window_steps
+    slowest = worst[0].item()
+    record = {
+        "step": step, "loss": loss, "lr": lr,
+        "samples_per_s": global_batch * window_steps / slowest if slowest > 0 else 0.0,
+        "step_time_s": slowest / window_steps,
+        "peak_allocated_gib": worst[1].item(), "peak_reserved_gib": worst[2].item(),
+    }
+    measured = worst[3:].tolist()
+    if sum(measured) > 0:
+        record["phases_s"] = {p: t / window_steps for p, t in zip(PHASES, measured)}
+    return record
+
+
+def _all_reduce_max(t: torch.Tensor) -> torch.Tensor:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t
+
+
+def _gather_objects(obj, world: int) -> list:
+    import torch.distributed as dist
+
+    if world > 1 and dist.is_initialized():
+        out = [None] * world
+        dist.all_gather_object(out, obj)
+        return out
+    return [obj]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m registry.train TRAIN_CONFIG.json", flush=True)
+        return 2
+    doc = json.loads(Path(argv[0]).read_text())
+    train(doc, Path.cwd())
+    return 0

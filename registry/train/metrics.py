@@ -1,0 +1,87 @@
+"""Throughput, memory and phase timings, reduced across ranks (the slowest rank sets samples/s,
+the fullest rank sets peak memory), written to metrics.jsonl on rank 0."""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+PHASES = ("data", "forward", "backward", "optimizer")
+GIB = 1024**3
+
+
+class Phases:
+    """Wall time per phase; synchronises the device at each boundary only when asked to."""
+
+    def __init__(self, device: torch.device, enabled: bool):
+        self.sync = enabled and device.type == "cuda"
+        self.enabled = enabled
+        self.totals = dict.fromkeys(PHASES, 0.0)
+        self._last = 0.0
+
+    def start(self):
+        if self.enabled:
+            self._wait()
+            self._last = time.perf_counter()
+
+    def mark(self, phase: str):
+        if self.enabled:
+            self._wait()
+            now = time.perf_counter()
+            self.totals[phase] += now - self._last
+            self._last = now
+
+    def take(self) -> list[float]:
+        values = [self.totals[p] for p in PHASES]
+        self.totals = dict.fromkeys(PHASES, 0.0)
+        return values
+
+    def _wait(self):
+        if self.sync:
+            torch.cuda.synchronize()
+
+
+def peak_memory_gib(device: torch.device) -> tuple[float, float]:
+    """(allocated, reserved) on a GPU; on a CPU both are the process's peak resident set."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / GIB, torch.cuda.max_memory_reserved(device) / GIB
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GIB  # KiB on Linux
+    return rss, rss
+
+
+class Log:
+    def __init__(self, path: Path, main: bool, total_steps: int, progress: bool):
+        self.main = main
+        self.file = open(path, "a", encoding="utf-8") if main else None
+        self.bar = None
+        if main and progress and sys.stderr.isatty():
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total_steps, unit="step", dynamic_ncols=True)
+        self.total = total_steps
+
+    def write(self, record: dict) -> None:
+        if self.file:
+            self.file.write(json.dumps(record) + "\n")
+            self.file.flush()
+
+    def progress(self, step: int, record: dict, advanced: int) -> None:
+        if not self.main:
+            return
+        if self.bar is not None:
+            self.bar.update(advanced)
+            self.bar.set_postfix(loss=f"{record['loss']:.4g}", sps=f"{record['samples_per_s']:.1f}")
+        else:
+            print(f"step {step}/{self.total} loss {record['loss']:.6g} lr {record['lr']:.3g} "
+                  f"samples/s {record['samples_per_s']:.1f} peak {record['peak_allocated_gib']:.2f} GiB", flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        if self.file:
+            self.file.close()

@@ -1,0 +1,115 @@
+"""The built-in reference policy: a VLA-shaped transformer.
+
+Frames from `num_cams` cameras over `n_obs_steps` steps are cut into patches, joined by a state
+token, and run through BackboneBlocks; an action expert of ExpertBlocks turns `chunk_size`
+action queries into an action chunk by attending to the backbone's tokens. The two block classes
+are the FSDP wrap units (policy.block_classes).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Attention(nn.Module):
+    def __init__(self, hidden: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.q = nn.Linear(hidden, hidden)
+        self.kv = nn.Linear(hidden, 2 * hidden)
+        self.out = nn.Linear(hidden, hidden)
+
+    def forward(self, x: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+        b, n, h = x.shape
+        q = self.q(x).view(b, n, self.heads, -1).transpose(1, 2)
+        k, v = self.kv(context).view(b, context.shape[1], 2, self.heads, -1).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v)
+        return self.out(y.transpose(1, 2).reshape(b, n, h))
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden: int, ratio: float):
+        super().__init__()
+        self.up = nn.Linear(hidden, int(hidden * ratio))
+        self.down = nn.Linear(int(hidden * ratio), hidden)
+
+    def forward(self, x):
+        return self.down(F.gelu(self.up(x)))
+
+
+class BackboneBlock(nn.Module):
+    def __init__(self, hidden: int, heads: int, ratio: float):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+        self.attn, self.mlp = Attention(hidden, heads), MLP(hidden, ratio)
+
+    def forward(self, x):
+        y = self.norm1(x)
+        x = x + self.attn(y, y)
+        return x + self.mlp(self.norm2(x))
+
+
+class ExpertBlock(nn.Module):
+    def __init__(self, hidden: int, heads: int, ratio: float):
+        super().__init__()
+        self.norm1, self.norm2, self.norm3 = nn.LayerNorm(hidden), nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+        self.self_attn, self.cross_attn = Attention(hidden, heads), Attention(hidden, heads)
+        self.mlp = MLP(hidden, ratio)
+
+    def forward(self, x, context):
+        y = self.norm1(x)
+        x = x + self.self_attn(y, y)
+        x = x + self.cross_attn(self.norm2(x), context)
+        return x + self.mlp(self.norm3(x))
+
+
+class ReferencePolicy(nn.Module):
+    def __init__(self, *, hidden: int, depth: int, expert_depth: int, heads: int, patch: int, image_size: int,
+                 state_dim: int, action_dim: int, chunk_size: int, frames: int, mlp_ratio: float = 4.0,
+                 gradient_checkpointing: bool = False, lazy: bool = False):
+        super().__init__()
+        self.frames, self.chunk_size, self.gradient_checkpointing = frames, chunk_size, gradient_checkpointing
+        tokens = frames * (image_size // patch) ** 2
+        self.patch = nn.Conv2d(3, hidden, kernel_size=patch, stride=patch)
+        self.position = nn.Parameter(torch.zeros(1, tokens + 1, hidden))
+        # Lazily shaped modules learn their input size at the first forward (seed 000).
+        self.state = nn.LazyLinear(hidden) if lazy else nn.Linear(state_dim, hidden)
+        self.blocks = nn.ModuleList(BackboneBlock(hidden, heads, mlp_ratio) for _ in range(depth))
+        self.queries = nn.Parameter(torch.zeros(1, chunk_size, hidden))
+        self.expert = nn.ModuleList(ExpertBlock(hidden, heads, mlp_ratio) for _ in range(expert_depth))
+        self.norm = nn.LayerNorm(hidden)
+        self.head = nn.LazyLinear(action_dim) if lazy else nn.Linear(hidden, action_dim)
+        nn.init.normal_(self.position, std=0.02)
+        nn.init.normal_(self.queries, std=0.02)
+
+    def forward(self, images: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """images [B, frames, 3, H, W], state [B, state_dim] -> actions [B, chunk, action_dim]."""
+        b = images.shape[0]
+        patches = self.patch(images.flatten(0, 1)).flatten(2).transpose(1, 2)  # [B*frames, p, hidden]
+        x = torch.cat([self.state(state)[:, None], patches.reshape(b, -1, patches.shape[-1])], dim=1) + self.position
+        for block in self.blocks:
+            x = self._run(block, x)
+        q = self.queries.expand(b, -1, -1)
+        for block in self.expert:
+            q = self._run(block, q, x)
+        return self.head(self.norm(q))
+
+    def _run(self, block, *args):
+        if self.gradient_checkpointing and self.training:
+            return checkpoint(block, *args, use_reentrant=False)
+        return block(*args)
+
+
+def build(doc: dict) -> ReferencePolicy:
+    policy, dataset = doc["policy"], doc["dataset"]
+    arch = policy.get("arch", {})
+    return ReferencePolicy(
+        hidden=arch.get("hidden", 128), depth=arch.get("depth", 4), expert_depth=arch.get("expert_depth", 2),
+        heads=arch.get("heads", 4), patch=arch.get("patch", 8), image_size=arch.get("image_size", 32),
+        state_dim=arch.get("state_dim", 8), action_dim=arch.get("action_dim", 7), chunk_size=policy.get("chunk_size", 8),
+        frames=int(dataset.get("num_cams", 1)) * int(policy.get("n_obs_steps", 1)), mlp_ratio=arch.get("mlp_ratio", 4.0),
+        gradient_checkpointing=bool(policy.get("gradient_checkpointing", False)), lazy=bool(arch.get("lazy", False)),
+    )
