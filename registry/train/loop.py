@@ -7,6 +7,7 @@ import json
 import math
 import os
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -70,27 +71,36 @@ def local_numel(p: torch.Tensor) -> int:
     return p.numel()
 
 
-def full_numel(p: torch.Tensor) -> int:
-    return getattr(p, "ds_numel", None) or p.numel()
+@dataclass
+class Session:
+    """Everything the loop needs between steps; `fit` advances it."""
+
+    doc: dict
+    run_dir: Path
+    accelerator: object
+    model: torch.nn.Module
+    optimizer: object
+    scheduler: object
+    data: Synthetic
+    log: Log
+    phases: Phases
+    input_dtype: torch.dtype
+    step: int = 0
 
 
-def train(doc: dict, run_dir: Path) -> None:
+def start(doc: dict, run_dir: Path) -> Session:
+    """Build the accelerator, policy, optimizer and schedule; resume if asked; log the start."""
     accelerator = make_accelerator(doc)
     train_cfg = doc["train"]
-    rank, world = accelerator.process_index, accelerator.num_processes
-    micro = int(train_cfg["micro_batch_size"])
-    accumulation = int(train_cfg.get("gradient_accumulation_steps", 1))
-    steps, seed = int(train_cfg["steps"]), int(train_cfg.get("seed", 0))
-    torch.manual_seed(seed)
-
+    torch.manual_seed(int(train_cfg.get("seed", 0)))
     data = Synthetic(doc, accelerator.device)
     model = build(doc)
-    param_numel = sum(p.numel() for p in model.parameters() if not isinstance(p, torch.nn.parameter.UninitializedParameter))
     if any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in model.parameters()):
         # Lazy modules must have their shapes before ZeRO-3 partitions them (seed 000).
         with torch.no_grad():
             sample = data.batch(torch.arange(1))
             model(sample["images"].cpu(), sample["state"].cpu())
+    param_numel = sum(p.numel() for p in model.parameters())
     opt = train_cfg.get("optimizer", {})
     optimizer = torch.optim.AdamW(model.parameters(), lr=float(opt.get("lr", 1e-4)), betas=tuple(opt.get("betas", (0.9, 0.999))),
                                   eps=float(opt.get("eps", 1e-8)), weight_decay=float(opt.get("weight_decay", 0.0)))
@@ -100,35 +110,45 @@ def train(doc: dict, run_dir: Path) -> None:
     deepspeed_half = accelerator.distributed_type.value == "DEEPSPEED" and accelerator.mixed_precision in ("bf16", "fp16")
     # DeepSpeed casts the model and accelerate does not autocast: inputs are cast here (INVARIANTS 21).
     input_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[accelerator.mixed_precision] if deepspeed_half else torch.float32
-    clip = opt.get("grad_clip_norm")
+    options = doc["trainer"].get("builtin", {})
+    phases = Phases(accelerator.device, bool(options.get("phase_timing", accelerator.device.type == "cpu")))
+    log = Log(run_dir / "metrics.jsonl", accelerator.is_main_process, int(train_cfg["steps"]), bool(options.get("progress", True)))
+    session = Session(doc, run_dir, accelerator, model, optimizer, scheduler, data, log, phases, input_dtype)
+    if os.environ.get(RESUME):
+        session.step = checkpoint.load(accelerator, Path(os.environ[RESUME]))
+    rank, world = accelerator.process_index, accelerator.num_processes
+    micro, accumulation = int(train_cfg["micro_batch_size"]), int(train_cfg.get("gradient_accumulation_steps", 1))
+    first = indices(session.step, 0, accumulation, rank, world, micro, data.samples, data.seed).tolist()
+    info = {"rank": rank, "first_batch": first, "local_param_numel": sum(local_numel(p) for p in model.parameters()), "param_numel": param_numel}
+    log.write({"event": "resume" if session.step else "start", "step": session.step, "world_size": world,
+               "distributed_type": accelerator.distributed_type.value, "mixed_precision": accelerator.mixed_precision,
+               "param_numel": param_numel, "ranks": _gather_objects(info, world)})
+    return session
+
+
+def fit(s: Session, until: int) -> None:
+    """Train from s.step to `until`: accumulation, clipping, logging, checkpoints."""
+    accelerator, model, optimizer, scheduler, data, phases = s.accelerator, s.model, s.optimizer, s.scheduler, s.data, s.phases
+    train_cfg = s.doc["train"]
+    rank, world = accelerator.process_index, accelerator.num_processes
+    micro = int(train_cfg["micro_batch_size"])
+    accumulation = int(train_cfg.get("gradient_accumulation_steps", 1))
+    steps = int(train_cfg["steps"])
+    clip = train_cfg.get("optimizer", {}).get("grad_clip_norm")
     checkpoints = train_cfg.get("checkpoint", {})
     every = int(checkpoints.get("every", 0))
     consolidated, resumable = bool(checkpoints.get("consolidated", True)), bool(checkpoints.get("resumable", True))
     log_every = int(train_cfg.get("log_every", 10))
-    options = doc["trainer"].get("builtin", {})
-    phases = Phases(accelerator.device, bool(options.get("phase_timing", accelerator.device.type == "cpu")))
     crash_after = int(os.environ.get(CRASH_AFTER, "0"))
-
-    start = 0
-    if os.environ.get(RESUME):
-        start = checkpoint.load(accelerator, Path(os.environ[RESUME]))
-    log = Log(run_dir / "metrics.jsonl", accelerator.is_main_process, steps, bool(options.get("progress", True)))
-    first = indices(start, 0, accumulation, rank, world, micro, data.samples, data.seed).tolist()
-    local = sum(local_numel(p) for p in model.parameters())
-    info = {"rank": rank, "first_batch": first, "local_param_numel": local, "param_numel": sum(full_numel(p) for p in model.parameters())}
-    every_rank = _gather_objects(info, world)
-    log.write({"event": "resume" if start else "start", "step": start, "world_size": world, "distributed_type": accelerator.distributed_type.value,
-               "mixed_precision": accelerator.mixed_precision, "param_numel": param_numel, "ranks": every_rank})
 
     model.train()
     window_loss = torch.zeros((), device=accelerator.device)
     window_start, window_steps = time.perf_counter(), 0
-    step = start
-    while step < steps:
+    while s.step < until:
         for m in range(accumulation):
             phases.start()
             with accelerator.accumulate(model):
-                batch = data.batch(indices(step, m, accumulation, rank, world, micro, data.samples, data.seed), input_dtype)
+                batch = data.batch(indices(s.step, m, accumulation, rank, world, micro, data.samples, data.seed), s.input_dtype)
                 phases.mark("data")
                 prediction = model(batch["images"], batch["state"])
                 loss = F.mse_loss(prediction.float(), batch["actions"])
@@ -142,25 +162,34 @@ def train(doc: dict, run_dir: Path) -> None:
                 phases.mark("optimizer")
             window_loss += loss.detach() / accumulation
         scheduler.step()
-        step += 1
+        s.step += 1
         window_steps += 1
-        if step % log_every == 0 or step == steps:
-            record = _report(accelerator, step, window_loss, window_steps, time.perf_counter() - window_start, phases,
+        if s.step % log_every == 0 or s.step == steps:
+            record = _report(accelerator, s.step, window_loss, window_steps, time.perf_counter() - window_start, phases,
                              micro * accumulation * world, scheduler.get_last_lr()[0])
-            log.write(record)
-            log.progress(step, record, window_steps)
+            s.log.write(record)
+            s.log.progress(s.step, record, window_steps)
             window_loss.zero_()
             window_start, window_steps = time.perf_counter(), 0
-        if (every and step % every == 0) or step == steps:
-            saved = checkpoint.save(accelerator, model, run_dir, step, consolidated=consolidated, resumable=resumable)
-            log.write({"event": "checkpoint", "step": step, "path": str(saved.relative_to(run_dir))})
+        if (every and s.step % every == 0) or s.step == steps:
+            saved = checkpoint.save(accelerator, model, s.run_dir, s.step, consolidated=consolidated, resumable=resumable)
+            s.log.write({"event": "checkpoint", "step": s.step, "path": str(saved.relative_to(s.run_dir))})
             window_start = time.perf_counter()  # checkpoint time is not step time
-        if crash_after and step == crash_after:
+        if crash_after and s.step == crash_after:
             os._exit(1)
-    probe(accelerator, model, data, run_dir / "checkpoints" / "last", input_dtype)
-    log.write({"event": "end", "step": step})
-    log.close()
-    accelerator.end_training()
+
+
+def finish(s: Session) -> None:
+    probe(s.accelerator, s.model, s.data, s.run_dir / "checkpoints" / "last", s.input_dtype)
+    s.log.write({"event": "end", "step": s.step})
+    s.log.close()
+    s.accelerator.end_training()
+
+
+def train(doc: dict, run_dir: Path) -> None:
+    session = start(doc, run_dir)
+    fit(session, int(doc["train"]["steps"]))
+    finish(session)
 
 
 def probe(accelerator, model, data: Synthetic, folder: Path, dtype: torch.dtype) -> None:
