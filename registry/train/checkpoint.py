@@ -60,14 +60,27 @@ def find(path: Path) -> Path:
     raise FileNotFoundError(f"no checkpoint at {path} (expected checkpoints/last/trainer_state.json)")
 
 
-def load(accelerator, path: Path) -> int:
+def load(accelerator, optimizer, path: Path) -> int:
     """Restore optimizer, scheduler, RNG and weights; returns the step to continue from."""
     checkpoint = find(path)
+    if accelerator.distributed_type.value == "FSDP":
+        _create_optimizer_state(optimizer)
     accelerator.load_state(str(checkpoint / "state"))
     return int(json.loads((checkpoint / "trainer_state.json").read_text())["step"])
 
 
-def load_consolidated(model: torch.nn.Module, path: Path) -> None:
-    from safetensors.torch import load_file
-
-    model.load_state_dict(load_file(str(path)))
+def _create_optimizer_state(optimizer) -> None:
+    """FSDP optimizer state loads through torch.distributed.checkpoint, which fills only the
+    state that already exists: a fresh Adam has none, and would silently restart from zero
+    moments. One step with zero gradients at learning rate 0 creates it without moving a weight."""
+    inner = getattr(optimizer, "optimizer", optimizer)
+    saved = [group["lr"] for group in inner.param_groups]
+    for group in inner.param_groups:
+        group["lr"] = 0.0
+        for p in group["params"]:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+    inner.step()
+    inner.zero_grad(set_to_none=True)
+    for group, lr in zip(inner.param_groups, saved):
+        group["lr"] = lr

@@ -115,7 +115,7 @@ def start(doc: dict, run_dir: Path) -> Session:
     log = Log(run_dir / "metrics.jsonl", accelerator.is_main_process, int(train_cfg["steps"]), bool(options.get("progress", True)))
     session = Session(doc, run_dir, accelerator, model, optimizer, scheduler, data, log, phases, input_dtype)
     if os.environ.get(RESUME):
-        session.step = checkpoint.load(accelerator, Path(os.environ[RESUME]))
+        session.step = checkpoint.load(accelerator, optimizer, Path(os.environ[RESUME]))
     rank, world = accelerator.process_index, accelerator.num_processes
     micro, accumulation = int(train_cfg["micro_batch_size"]), int(train_cfg.get("gradient_accumulation_steps", 1))
     first = indices(session.step, 0, accumulation, rank, world, micro, data.samples, data.seed).tolist()

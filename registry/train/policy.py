@@ -66,6 +66,16 @@ class ExpertBlock(nn.Module):
         return x + self.mlp(self.norm3(x))
 
 
+class LearnedTokens(nn.Module):
+    """Learned positions or queries. A module, not a bare root parameter: accelerate's FSDP2
+    loading expects every parameter to live in a submodule."""
+
+    def __init__(self, count: int, hidden: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(1, count, hidden))
+        nn.init.normal_(self.weight, std=0.02)
+
+
 class ReferencePolicy(nn.Module):
     def __init__(self, *, hidden: int, depth: int, expert_depth: int, heads: int, patch: int, image_size: int,
                  state_dim: int, action_dim: int, chunk_size: int, frames: int, mlp_ratio: float = 4.0,
@@ -74,25 +84,23 @@ class ReferencePolicy(nn.Module):
         self.frames, self.chunk_size, self.gradient_checkpointing = frames, chunk_size, gradient_checkpointing
         tokens = frames * (image_size // patch) ** 2
         self.patch = nn.Conv2d(3, hidden, kernel_size=patch, stride=patch)
-        self.position = nn.Parameter(torch.zeros(1, tokens + 1, hidden))
+        self.position = LearnedTokens(tokens + 1, hidden)
         # Lazily shaped modules learn their input size at the first forward (seed 000).
         self.state = nn.LazyLinear(hidden) if lazy else nn.Linear(state_dim, hidden)
         self.blocks = nn.ModuleList(BackboneBlock(hidden, heads, mlp_ratio) for _ in range(depth))
-        self.queries = nn.Parameter(torch.zeros(1, chunk_size, hidden))
+        self.queries = LearnedTokens(chunk_size, hidden)
         self.expert = nn.ModuleList(ExpertBlock(hidden, heads, mlp_ratio) for _ in range(expert_depth))
         self.norm = nn.LayerNorm(hidden)
         self.head = nn.LazyLinear(action_dim) if lazy else nn.Linear(hidden, action_dim)
-        nn.init.normal_(self.position, std=0.02)
-        nn.init.normal_(self.queries, std=0.02)
 
     def forward(self, images: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         """images [B, frames, 3, H, W], state [B, state_dim] -> actions [B, chunk, action_dim]."""
         b = images.shape[0]
         patches = self.patch(images.flatten(0, 1)).flatten(2).transpose(1, 2)  # [B*frames, p, hidden]
-        x = torch.cat([self.state(state)[:, None], patches.reshape(b, -1, patches.shape[-1])], dim=1) + self.position
+        x = torch.cat([self.state(state)[:, None], patches.reshape(b, -1, patches.shape[-1])], dim=1) + self.position.weight
         for block in self.blocks:
             x = self._run(block, x)
-        q = self.queries.expand(b, -1, -1)
+        q = self.queries.weight.expand(b, -1, -1)
         for block in self.expert:
             q = self._run(block, q, x)
         return self.head(self.norm(q))
