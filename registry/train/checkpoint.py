@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -27,7 +28,8 @@ def save(accelerator, model, run_dir: Path, step: int, *, consolidated: bool, re
         tmp.mkdir(parents=True)
     accelerator.wait_for_everyone()
     if resumable:
-        accelerator.save_state(str(tmp / "state"))
+        with _fsdp1_full_state(accelerator):
+            accelerator.save_state(str(tmp / "state"))
     if consolidated:
         state = accelerator.get_state_dict(model)  # every rank takes part in the gather
         if accelerator.is_main_process:
@@ -63,14 +65,33 @@ def find(path: Path) -> Path:
 def load(accelerator, optimizer, path: Path) -> int:
     """Restore optimizer, scheduler, RNG and weights; returns the step to continue from."""
     checkpoint = find(path)
-    if accelerator.distributed_type.value == "FSDP":
+    plugin = getattr(accelerator.state, "fsdp_plugin", None)
+    if plugin is not None and plugin.fsdp_version == 2:
         _create_optimizer_state(optimizer)
-    accelerator.load_state(str(checkpoint / "state"))
+    with _fsdp1_full_state(accelerator):
+        accelerator.load_state(str(checkpoint / "state"))
     return int(json.loads((checkpoint / "trainer_state.json").read_text())["step"])
 
 
+@contextmanager
+def _fsdp1_full_state(accelerator):
+    """FSDP1's sharded optimizer state does not load back through accelerate and DCP (seen on 2 x
+    H200: 'Missing key in checkpoint state_dict: optimizer.param_groups'), so FSDP1 training
+    state is saved and loaded as a full state dict; FSDP2 keeps sharded DCP checkpoints."""
+    plugin = getattr(accelerator.state, "fsdp_plugin", None)
+    if plugin is None or plugin.fsdp_version != 1:
+        yield
+        return
+    previous = plugin.state_dict_type
+    plugin.set_state_dict_type("FULL_STATE_DICT")
+    try:
+        yield
+    finally:
+        plugin.set_state_dict_type(previous)
+
+
 def _create_optimizer_state(optimizer) -> None:
-    """FSDP optimizer state loads through torch.distributed.checkpoint, which fills only the
+    """FSDP2 optimizer state loads through torch.distributed.checkpoint, which fills only the
     state that already exists: a fresh Adam has none, and would silently restart from zero
     moments. One step with zero gradients at learning rate 0 creates it without moving a weight."""
     inner = getattr(optimizer, "optimizer", optimizer)
