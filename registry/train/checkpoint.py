@@ -82,12 +82,13 @@ def _fsdp1_full_state(accelerator):
     if plugin is None or plugin.fsdp_version != 1:
         yield
         return
-    previous = plugin.state_dict_type
+    previous = (plugin.state_dict_type, plugin.state_dict_config, plugin.optim_state_dict_config)
+    plugin.state_dict_config = plugin.optim_state_dict_config = None  # else the sharded configs stay
     plugin.set_state_dict_type("FULL_STATE_DICT")
     try:
         yield
     finally:
-        plugin.set_state_dict_type(previous)
+        plugin.state_dict_type, plugin.state_dict_config, plugin.optim_state_dict_config = previous
 
 
 def _create_optimizer_state(optimizer) -> None:
