@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
     # Overrides may follow options (`show NAME --origin k=v`); anything else is a usage error.
-    rest = getattr(args, "overrides", getattr(args, "args", None))
+    rest = getattr(args, "overrides", getattr(args, "args", getattr(args, "targets", None)))
     if extra and (rest is None or not all(overrides.is_override(e) for e in extra)):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if extra:
@@ -83,6 +83,21 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", nargs="?", const="", metavar="DIR",
                      help="continue a run of the built-in trainer from its last checkpoint (default: the newest run of this recipe)")
     run.set_defaults(func=cmd_run)
+
+    est = sub.add_parser("estimate", help="per-rank GPU memory: the breakdown, and the largest micro batch that fits")
+    est.add_argument("target", metavar="NAME|FILE")
+    est.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    est.add_argument("--format", choices=("text", "json"), default="text")
+    est.set_defaults(func=cmd_estimate)
+
+    ben = sub.add_parser("bench", help="measure samples/s, peak memory and phase shares with the built-in trainer",
+                         description="NAME|FILE|PATTERN: a recipe, or a matrix such as 'tiny/*/cpu' or 'ref-1b/{zero2,fsdp}/2xH100'.")
+    ben.add_argument("targets", nargs="+", metavar="NAME|FILE|PATTERN|KEY=VALUE")
+    ben.add_argument("--steps", type=int, default=20, help="measured steps (default 20)")
+    ben.add_argument("--warmup", type=int, default=5, help="steps before measuring (default 5)")
+    ben.add_argument("--record", action="store_true", help="append the results, with provenance, to each recipe's own file")
+    ben.add_argument("--allow-hardware-mismatch", action="store_true")
+    ben.set_defaults(func=cmd_bench)
 
     sch = sub.add_parser("schema", help="print the joined JSON Schema of a recipe file")
     sch.set_defaults(func=cmd_schema)
@@ -158,6 +173,48 @@ def cmd_run(args) -> int:
         raise RecipeError("give --resume DIR or --output-dir, not both")
     return run(args.target, args.overrides, dry_run=args.dry_run, output_dir=args.output_dir,
                allow_mismatch=args.allow_hardware_mismatch, resume=args.resume)
+
+
+def cmd_estimate(args) -> int:
+    import json
+
+    from . import memory
+    from .compose import compose
+    from .render import table
+
+    recipe = compose(args.target, args.overrides)
+    est = memory.estimate(recipe.data)
+    if est is None:
+        raise RecipeError(f"{recipe.name} runs on CPU or its policy declares no sizes (policy.memory): nothing to estimate", 1)
+    if args.format == "json":
+        print(json.dumps({"recipe": recipe.name, "capacity_gib": est.capacity_gib, "breakdown_gib": est.breakdown,
+                          "allocated_gib": est.allocated_gib, "reserved_gib": est.reserved_gib, "total_gib": est.total_gib,
+                          "fraction": est.fraction, "micro_batch_size": est.micro_batch_size,
+                          "largest_micro_batch": est.largest_micro_batch, "largest_micro_batch_under_90": est.largest_under(0.9)}, indent=2))
+        return 0
+    print(f"{recipe.name}: {memory.describe(recipe.data)}, micro batch {est.micro_batch_size}")
+    rows = [[k, f"{v:.2f}"] for k, v in est.breakdown.items()]
+    rows.append(["total", f"{est.total_gib:.2f}"])
+    sys.stdout.write(table(rows, ["PER RANK", "GiB"]))
+    print(f"{est.fraction:.0%} of {est.capacity_gib:.2f} GiB (allocated {est.allocated_gib:.2f}, reserved {est.reserved_gib:.2f}; "
+          f"activations {est.per_sample_gib:.3f} GiB per sample)")
+    print(f"largest micro batch that fits: {est.largest_micro_batch} (under 90%: {est.largest_under(0.9)})")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    import shlex
+
+    from .bench import main as bench
+
+    targets = [t for t in args.targets if not overrides.is_override(t)]
+    sets = [t for t in args.targets if overrides.is_override(t)]
+    if not targets:
+        raise RecipeError("nothing to bench (hint: recipe bench 'tiny/*/cpu' --steps 20)")
+    if args.steps < 1 or args.warmup < 0:
+        raise RecipeError("--steps must be at least 1 and --warmup at least 0")
+    command = "recipe " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "recipe bench"
+    return bench(targets, sets, args.steps, args.warmup, args.allow_hardware_mismatch, args.record, command)
 
 
 def cmd_schema(args) -> int:

@@ -15,7 +15,8 @@ class Estimate:
     capacity_gib: float
     breakdown: dict[str, float]  # GiB per rank, in the order they are reported
     micro_batch_size: int
-    largest_micro_batch: int
+    per_sample_gib: float  # activations of one sample
+    overhead: float  # allocator overhead, as a fraction of transient memory
 
     @property
     def total_gib(self) -> float:
@@ -24,6 +25,26 @@ class Estimate:
     @property
     def fraction(self) -> float:
         return self.total_gib / self.capacity_gib
+
+    @property
+    def allocated_gib(self) -> float:
+        """What torch.cuda.max_memory_allocated would report: states, gathered units, activations."""
+        return self.total_gib - self.breakdown["allocator overhead"] - self.breakdown["CUDA context"]
+
+    @property
+    def reserved_gib(self) -> float:
+        """What torch.cuda.max_memory_reserved would report."""
+        return self.allocated_gib + self.breakdown["allocator overhead"]
+
+    @property
+    def largest_micro_batch(self) -> int:
+        return self.largest_under(1.0)
+
+    def largest_under(self, fraction: float) -> int:
+        """The largest micro batch whose total stays under `fraction` of the GPU's memory."""
+        per_sample = self.per_sample_gib * (1 + self.overhead)
+        fixed = self.total_gib - self.breakdown["activations"] * (1 + self.overhead)
+        return max(0, int((fraction * self.capacity_gib - fixed) // per_sample)) if per_sample > 0 else 0
 
 
 def world_size(doc: dict) -> int:
@@ -42,16 +63,23 @@ def estimate(doc: dict) -> Estimate | None:
     per_sample = _activation_per_sample(doc, mem)
     overhead = _allocator_overhead(doc)
     micro = int(doc.get("train", {}).get("micro_batch_size", 1))
-    fixed = sum(states.values())
-    transient = states.get("gathered units", 0.0)
     breakdown = dict(states)
     breakdown["activations"] = per_sample * micro
-    breakdown["allocator overhead"] = (transient + per_sample * micro) * overhead
+    breakdown["allocator overhead"] = (states["gathered units"] + per_sample * micro) * overhead
     breakdown["CUDA context"] = CUDA_CONTEXT_GIB
-    capacity = float(gpu["memory_gib"])
-    room = capacity - CUDA_CONTEXT_GIB - fixed - transient * overhead
-    largest = max(0, int(room // (per_sample * (1 + overhead)))) if per_sample > 0 else 0
-    return Estimate(capacity, breakdown, micro, largest)
+    return Estimate(float(gpu["memory_gib"]), breakdown, micro, per_sample, overhead)
+
+
+def describe(doc: dict) -> str:
+    """One line saying how the recipe is laid out, for the estimate's header."""
+    backend, hw = doc["backend"], doc["hardware"]
+    kind = backend["kind"]
+    layout = {"ddp": "DDP", "deepspeed": f"ZeRO-{backend.get('zero_stage', 0)}",
+              "fsdp": f"FSDP{backend.get('version', 1)} {backend.get('sharding', 'FULL_SHARD') if backend.get('version', 1) == 1 else ''}".strip()}[kind]
+    offload = backend.get("offload", {})
+    if kind == "deepspeed" and any(offload.get(k, "none") != "none" for k in ("optimizer", "param")):
+        layout += f" (offload optimizer {offload.get('optimizer', 'none')}, parameters {offload.get('param', 'none')})"
+    return f"{layout} over {world_size(doc)} ranks on {hw['gpus_per_node']} x {hw['gpu'].get('name', 'GPU')} per node"
 
 
 def _model_states(doc: dict, mem: dict) -> dict[str, float]:
@@ -110,7 +138,7 @@ def _activation_per_sample(doc: dict, mem: dict) -> float:
 
 
 def _allocator_overhead(doc: dict) -> float:
-    overhead = float(doc.get("backend", {}).get("memory", {}).get("allocator_overhead", 0.1))
-    if "expandable_segments:True" in str(doc.get("env", {}).get("PYTORCH_CUDA_ALLOC_CONF", "")):
-        overhead /= 2  # fragmentation is what expandable segments remove (seed 002, #264)
-    return overhead
+    """Reserved beyond allocated, as a fraction of the transient memory (gathered units and
+    activations), declared by the backend part: FSDP reserved 26 GB beyond what it allocated
+    where ZeRO-2 reserved 0.2 GB (seed 002, with expandable_segments)."""
+    return float(doc.get("backend", {}).get("memory", {}).get("allocator_overhead", 0.1))

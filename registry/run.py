@@ -40,14 +40,14 @@ def write_bundle(bundle: Bundle, folder: Path) -> None:
         write_atomic(folder / name, text, 0o755 if name.endswith(".sh") else 0o644)
 
 
-def fresh_run_dir(recipe: Recipe, output_dir: str | None) -> Path:
+def fresh_run_dir(recipe: Recipe, output_dir: str | None, base: Path = Path("runs")) -> Path:
     if output_dir:
         folder = Path(output_dir)
         if folder.exists() and any(folder.iterdir()):
             raise RecipeError(f"{folder}: exists and is not empty (hint: pick a new --output-dir, or --resume later)")
     else:
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        base = Path("runs") / recipe.name.replace("/", "_").replace(":", "_").replace("@", "_v")
+        base = base / recipe.name.replace("/", "_").replace(":", "_").replace("@", "_v")
         folder, n = base / stamp, 1
         while folder.exists():
             n += 1
@@ -134,7 +134,7 @@ def _local_nodes(doc: dict, env: dict[str, str]) -> list[dict[str, str]]:
     return [{**env, "MACHINE_RANK": str(rank)} for rank in range(nodes)]
 
 
-def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path) -> int:
+def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path, echo: bool = True) -> int:
     """Run each command in its own process group, copy their output to ours and to launch.log.
     The first failure, SIGINT or SIGTERM stops every group (SIGTERM, then SIGKILL after GRACE_S);
     the exit code is the first failure's, 128+signal when stopped, else 0."""
@@ -142,7 +142,7 @@ def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path) -> in
     lock = threading.Lock()
     procs = [subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
              for argv, env in commands]
-    pumps = [threading.Thread(target=_copy, args=(p.stdout, log, lock), daemon=True) for p in procs]
+    pumps = [threading.Thread(target=_copy, args=(p.stdout, log, lock, echo), daemon=True) for p in procs]
     for pump in pumps:
         pump.start()
     stopping: list[int] = []
@@ -180,12 +180,13 @@ def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path) -> in
     return 128 - failure if failure < 0 else failure
 
 
-def _copy(stream, log, lock) -> None:
+def _copy(stream, log, lock, echo: bool) -> None:
     out = sys.stdout.buffer
     for chunk in iter(lambda: stream.read1(65536), b""):
         with lock:
-            out.write(chunk)
-            out.flush()
+            if echo:
+                out.write(chunk)
+                out.flush()
             log.write(chunk)
             log.flush()
 

@@ -1,0 +1,194 @@
+"""`recipe bench`: run recipes with the built-in trainer under measuring conditions (gradient
+accumulation 1, INVARIANTS 20; phase timing on; no checkpoints) and report global samples/s
+(slowest rank), peak allocated and reserved memory (fullest rank) and where the step time goes."""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from . import __version__, machine
+from .compose import compose
+from .errors import RecipeError
+from .files import write_atomic
+from .load import load_text
+from .render import table
+from .resolve import resolve
+from .run import fresh_run_dir, launch_env, supervise, write_bundle
+from .train.metrics import PHASES
+from .validate import ROOT, validate
+
+MEASURING = [
+    "train.gradient_accumulation_steps=1",  # else throughput is over-reported (INVARIANTS 20)
+    "train.log_every=1",
+    "train.checkpoint={every: 0, consolidated: false, resumable: false}",
+    "trainer.builtin={progress: false, phase_timing: true}",
+]
+
+
+@dataclass
+class Outcome:
+    name: str
+    skipped: str | None = None
+    samples_per_s: float = 0.0
+    peak_allocated_gib: float = 0.0
+    peak_reserved_gib: float = 0.0
+    shares: dict[str, float] = field(default_factory=dict)  # of the step time; they add up to 1
+    micro_batch_size: int = 0
+    world_size: int = 0
+    run_dir: Path | None = None
+    doc: dict | None = None
+
+
+def summarize(records: list[dict], warmup: int) -> dict:
+    steps = [r for r in records if "loss" in r and r["step"] > warmup]
+    if not steps:
+        raise RecipeError("no measured steps in metrics.jsonl (hint: --steps must be at least 1)", 1)
+    time_total = sum(r["step_time_s"] for r in steps)
+    batch = steps[0]["samples_per_s"] * steps[0]["step_time_s"]
+    phases = {p: statistics.fmean(r.get("phases_s", {}).get(p, 0.0) for r in steps) for p in PHASES}
+    step_time = time_total / len(steps)
+    shares = {p: phases[p] / step_time for p in PHASES}
+    shares["other"] = max(0.0, 1.0 - sum(shares.values()))
+    scale = sum(shares.values())
+    return {
+        "samples_per_s": batch * len(steps) / time_total,
+        "peak_allocated_gib": max(r["peak_allocated_gib"] for r in steps),
+        "peak_reserved_gib": max(r["peak_reserved_gib"] for r in steps),
+        "shares": {k: v / scale for k, v in shares.items()},
+    }
+
+
+def bench_one(target: str, overrides: list[str], steps: int, warmup: int, allow_mismatch: bool, echo: bool) -> Outcome:
+    import json
+
+    recipe = compose(target, [*overrides, *MEASURING, f"train.steps={warmup + steps}"])
+    name = recipe.name
+    if recipe.data["trainer"]["kind"] != "builtin":
+        return Outcome(name, skipped=f"the {recipe.data['trainer']['kind']} trainer reports no metrics.jsonl")
+    errors = [p for p in validate(recipe.data, recipe.origins) if p.is_error]
+    if errors:
+        return Outcome(name, skipped="invalid: " + ", ".join(sorted({p.rule for p in errors})))
+    why = machine.mismatch(recipe.data, machine.gpus())
+    if why and not allow_mismatch:
+        return Outcome(name, skipped=why)
+    bundle = resolve(recipe)
+    folder = fresh_run_dir(recipe, None, base=Path("runs") / "bench")
+    write_bundle(bundle, folder)
+    code = supervise([(["bash", "launch.sh"], launch_env(bundle))], folder, echo=echo)
+    if code:
+        return Outcome(name, skipped=f"failed with exit code {code} (see {folder / 'launch.log'})", run_dir=folder)
+    records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    world = records[0]["world_size"]
+    return Outcome(name, run_dir=folder, doc=recipe.data, world_size=world,
+                   micro_batch_size=int(recipe.data["train"]["micro_batch_size"]), **summarize(records, warmup))
+
+
+def report(outcomes: list[Outcome]) -> str:
+    header = ["RECIPE", "SAMPLES/S", "ALLOC GiB", "RESERVED GiB", *(p.upper() for p in PHASES), "OTHER"]
+    rows = []
+    for o in outcomes:
+        if o.skipped:
+            rows.append([o.name, "-", "-", "-", *(["-"] * (len(PHASES) + 1))])
+            continue
+        rows.append([o.name, f"{o.samples_per_s:.1f}", f"{o.peak_allocated_gib:.2f}", f"{o.peak_reserved_gib:.2f}",
+                     *(f"{o.shares[p]:.0%}" for p in (*PHASES, "other"))])
+    text = table(rows, header)
+    for o in outcomes:
+        if o.skipped:
+            text += f"{o.name}: skipped: {o.skipped}\n"
+    return text
+
+
+def host() -> str:
+    gpus = machine.gpus()
+    if gpus:
+        return f"{len(gpus)} x {gpus[0].name}"
+    model = next((line.split(":", 1)[1].strip() for line in _cpuinfo() if line.startswith("model name")), platform.processor() or "CPU")
+    import os
+
+    return f"CPU: {model}, {os.cpu_count()} cores"
+
+
+def _cpuinfo() -> list[str]:
+    try:
+        return Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return []
+
+
+def versions() -> dict[str, str]:
+    found = {"recipe-registry": __version__}
+    for package in ("torch", "accelerate", "deepspeed", "transformers"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def record(outcome: Outcome, path: Path, command: str, steps: int) -> None:
+    """Append the measurement to the recipe file's `results` (which must be its last section)."""
+    import yaml
+
+    text = path.read_text(encoding="utf-8")
+    doc = load_text(text, str(path)).data
+    if "results" in doc and list(doc)[-1] != "results":
+        raise RecipeError(f"{path}: results must be the last section to record into it")
+    entry = {
+        "samples_per_s": round(outcome.samples_per_s, 3),
+        "peak_allocated_gib": round(outcome.peak_allocated_gib, 3),
+        "peak_reserved_gib": round(outcome.peak_reserved_gib, 3),
+        "micro_batch_size": outcome.micro_batch_size,
+        "gradient_accumulation_steps": 1,
+        "num_cams": int(outcome.doc["dataset"].get("num_cams", 1)),
+        "steps": steps,
+        "phases": {k: round(v, 4) for k, v in outcome.shares.items()},
+        "hardware": host(),
+        "versions": versions(),
+        "date": time.strftime("%Y-%m-%d"),
+        "command": command,
+        "source": "recipe bench (built-in trainer)",
+    }
+    block = yaml.safe_dump([entry], sort_keys=False, width=1000)
+    block = "".join("  " + line if line.strip() else line for line in block.splitlines(keepends=True))
+    new = text if text.endswith("\n") else text + "\n"
+    if "results" not in doc:
+        new += "results:\n"
+    new += block
+    loaded = load_text(new, str(path))
+    problems = [p for p in validate(loaded.data, loaded.origins, ROOT) if p.is_error]
+    if problems:
+        raise RecipeError("; ".join(p.render() for p in problems), 1)
+    write_atomic(path, new)
+
+
+def main(targets: list[str], overrides: list[str], steps: int, warmup: int, allow_mismatch: bool, record_to: bool, command: str) -> int:
+    from . import patterns, sources
+    from .names import looks_like_file, parse
+
+    cells: list[str] = []
+    for target in targets:
+        cells += patterns.expand(target) if patterns.is_pattern(target) else [target]
+    single = len(cells) == 1
+    outcomes = []
+    for cell in cells:
+        print(f"recipe bench: {cell} ({warmup} warm-up + {steps} measured steps)", file=sys.stderr, flush=True)
+        outcomes.append(bench_one(cell, overrides, steps, warmup, allow_mismatch, echo=single))
+    sys.stdout.write(report(outcomes))
+    if record_to:
+        for o, cell in zip(outcomes, cells):
+            if o.skipped:
+                continue
+            path = Path(cell) if looks_like_file(cell) else sources.find(parse(cell))
+            if path is None:  # an untuned cell: only its parts have files
+                print(f"{cell}: not recorded: it has no file of its own (hint: write a tuned overlay {cell}.yaml)", file=sys.stderr)
+                continue
+            record(o, path, command, steps)
+            print(f"{cell}: recorded in {path}", file=sys.stderr)
+    return 1 if all(o.skipped for o in outcomes) else 0
