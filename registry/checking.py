@@ -69,6 +69,21 @@ def validate_all() -> Iterator[Report]:
             yield validate_target(f"{source.name}:{'/'.join(cell)}" if source.name != "bundled" else "/".join(cell))
         for name in source.free_standing():
             yield validate_target(name)
+        yield from _published(source)
+
+
+def _published(source) -> Iterator[Report]:
+    from . import versions
+
+    for name in versions.index(source):
+        for version in versions.versions(source, name):
+            target = f"{source.name}:{name}@{version.number}"
+            try:
+                versions.verified(version)
+            except RecipeError as e:
+                yield Report(target, failure=e)
+                continue
+            yield validate_target(target)
 
 
 def _file_report(path, ref: str) -> Report:

@@ -51,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     ls.add_argument("--tuned", action="store_true", help="only cells with a tuned overlay")
     ls.add_argument("--all", action="store_true", help="every cell, even without filters")
     ls.add_argument("--parts", action="store_true", help="list the parts of each axis instead")
+    ls.add_argument("--sources", action="store_true", help="list the sources, and which one wins where names collide")
     ls.set_defaults(func=cmd_list)
 
     show = sub.add_parser("show", help="print a resolved recipe")
@@ -99,6 +100,50 @@ def _parser() -> argparse.ArgumentParser:
     ben.add_argument("--allow-hardware-mismatch", action="store_true")
     ben.set_defaults(func=cmd_bench)
 
+    src = sub.add_parser("source", help="manage where recipes come from (directories and git repositories)")
+    src_sub = src.add_subparsers(dest="action", required=True, metavar="ACTION")
+    add = src_sub.add_parser("add", help="add a directory or a git repository (cloned into the cache)")
+    add.add_argument("name")
+    add.add_argument("where", metavar="PATH|GIT_URL")
+    src_sub.add_parser("list", help="the sources in search order")
+    upd = src_sub.add_parser("update", help="fetch git sources to their newest commit")
+    upd.add_argument("names", nargs="*")
+    rem = src_sub.add_parser("remove", help="forget a source")
+    rem.add_argument("name")
+    src.set_defaults(func=cmd_source)
+
+    pub = sub.add_parser("publish", help="freeze a recipe as the next immutable version of its name in a source")
+    pub.add_argument("target", metavar="FILE|NAME")
+    pub.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    pub.add_argument("--to", required=True, metavar="SOURCE", help="a directory source (recipe source add, RECIPE_PATH)")
+    pub.set_defaults(func=cmd_publish)
+
+    his = sub.add_parser("history", help="published versions of a name, with dates and results")
+    his.add_argument("name")
+    his.set_defaults(func=cmd_history)
+
+    dif = sub.add_parser("diff", help="differences between two resolved recipes, with both origins")
+    dif.add_argument("a", metavar="A")
+    dif.add_argument("b", metavar="B")
+    dif.set_defaults(func=cmd_diff)
+
+    cp = sub.add_parser("cp", help="copy a recipe's own file to edit, keeping what it extends")
+    cp.add_argument("target", metavar="NAME")
+    cp.add_argument("dest", metavar="DEST.yaml")
+    cp.add_argument("--force", action="store_true", help="replace DEST if it exists")
+    cp.set_defaults(func=cmd_cp)
+
+    imp = sub.add_parser("import", help="turn an existing accelerate yaml (+ trainer config) into a recipe, then validate it")
+    imp.add_argument("--accelerate-config", required=True, metavar="A.yaml")
+    imp.add_argument("--trainer", choices=("opentau", "lerobot"))
+    imp.add_argument("--trainer-config", metavar="C.json", help="OpenTau TrainPipelineConfig JSON")
+    imp.add_argument("--trainer-args", metavar="'--flag=value ...'", help="lerobot-train flags")
+    imp.add_argument("--gpu", default="A100-80GB", help="GPU catalog name for the hardware section (default A100-80GB)")
+    imp.add_argument("--name", help="recipe.name (default: imported/<output stem>)")
+    imp.add_argument("-o", "--output", required=True, metavar="recipe.yaml")
+    imp.add_argument("--force", action="store_true")
+    imp.set_defaults(func=cmd_import)
+
     sch = sub.add_parser("schema", help="print the joined JSON Schema of a recipe file")
     sch.set_defaults(func=cmd_schema)
     return p
@@ -110,6 +155,15 @@ def cmd_list(args) -> int:
 
     if args.parts:
         sys.stdout.write(table(parts_rows(), ["AXIS", "PART", "SUMMARY"]))
+        return 0
+    if args.sources:
+        from .manage import rows, winners
+
+        sys.stdout.write(table(rows(), ["SOURCE", "KIND", "LOCATION", "COMMIT"]))
+        clashes = winners()
+        if clashes:
+            print()
+            sys.stdout.write(table(clashes, ["NAME", "WINS", "SHADOWED"]))
         return 0
     filters = {axis: getattr(args, axis) for axis in AXES}
     for axis, value in filters.items():
@@ -215,6 +269,110 @@ def cmd_bench(args) -> int:
         raise RecipeError("--steps must be at least 1 and --warmup at least 0")
     command = "recipe " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "recipe bench"
     return bench(targets, sets, args.steps, args.warmup, args.allow_hardware_mismatch, args.record, command)
+
+
+def cmd_source(args) -> int:
+    from . import manage
+    from .render import table
+
+    if args.action == "add":
+        print(f"added {manage.add(args.name, args.where)}")
+    elif args.action == "remove":
+        manage.remove(args.name)
+        print(f"removed {args.name}")
+    elif args.action == "update":
+        for line in manage.update(args.names):
+            print(line)
+    else:
+        sys.stdout.write(table(manage.rows(), ["SOURCE", "KIND", "LOCATION", "COMMIT"]))
+    return 0
+
+
+def cmd_publish(args) -> int:
+    from .compose import compose
+    from .validate import validate
+    from .versions import publish
+
+    recipe = compose(args.target, args.overrides)
+    problems = validate(recipe.data, recipe.origins)
+    for p in problems:
+        print(p.render(), file=sys.stderr)
+    if any(p.is_error for p in problems):
+        raise RecipeError(f"{recipe.name}: invalid; nothing was published", 1)
+    chosen = [s for s in sources.all_sources() if s.name == args.to]
+    if not chosen:
+        raise RecipeError(f"unknown source {args.to!r}; known: {', '.join(s.name for s in sources.all_sources())}")
+    version = publish(recipe, chosen[0])
+    print(f"published {version.qualified} ({version.file}, sha256 {version.sha256[:12]})")
+    return 0
+
+
+def cmd_history(args) -> int:
+    from .names import parse
+    from .render import table
+    from .versions import history_rows
+
+    rows = history_rows(parse(args.name).path)
+    if not rows:
+        raise RecipeError(f"{args.name}: no published versions in any source")
+    sys.stdout.write(table(rows, ["VERSION", "PUBLISHED", "SHA256", "SAMPLES/S", "SUMMARY"]))
+    return 0
+
+
+def cmd_diff(args) -> int:
+    from .compose import compose
+    from .diff import differences
+
+    lines = differences(compose(args.a), compose(args.b))
+    for line in lines:
+        print(line)
+    return 1 if lines else 0
+
+
+def cmd_cp(args) -> int:
+    from pathlib import Path
+
+    from .copying import copy
+
+    print(f"copied {args.target} to {copy(args.target, Path(args.dest), args.force)}")
+    return 0
+
+
+def cmd_import(args) -> int:
+    from pathlib import Path
+
+    from . import importer
+    from .checking import validate_target
+    from .files import write_atomic
+
+    dest = Path(args.output)
+    if dest.exists() and not args.force:
+        raise RecipeError(f"{dest}: exists (hint: --force to replace it)")
+    if args.trainer == "opentau" and not args.trainer_config:
+        raise RecipeError("--trainer opentau needs --trainer-config C.json")
+    if args.trainer == "lerobot" and args.trainer_args is None:
+        raise RecipeError("--trainer lerobot needs --trainer-args \"--policy.type=act ...\"")
+    accelerate = Path(args.accelerate_config)
+    recipe, notes = importer.from_accelerate(accelerate, args.gpu)
+    origin = accelerate.name
+    if args.trainer == "opentau":
+        part = importer.from_opentau(Path(args.trainer_config), recipe)
+        origin += f" and {Path(args.trainer_config).name}"
+    elif args.trainer == "lerobot":
+        part = importer.from_lerobot(args.trainer_args, recipe)
+        origin += " and lerobot-train flags"
+    else:
+        part = "tiny"  # no trainer given: the distributed set-up runs with the built-in reference policy
+    name = args.name or f"imported/{dest.stem}"
+    write_atomic(dest, importer.render(recipe, part, origin, name, dest))
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"wrote {dest}", file=sys.stderr)
+    report = validate_target(str(dest))
+    for line in report.lines():
+        print(line)
+    print(report.summary(), file=sys.stderr)
+    return report.exit_code
 
 
 def cmd_schema(args) -> int:

@@ -14,7 +14,7 @@ import difflib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from . import catalog, names, sources
+from . import catalog, names, sources, versions
 from .errors import RecipeError
 from .load import Loaded, display_path, load_cached
 from .names import AXES, Name
@@ -67,6 +67,14 @@ class Plan:
     @classmethod
     def of(cls, target: str, overrides: list[str] | None = None) -> "Plan":
         plan = cls(parse_overrides(list(overrides or [])))
+        version = None if names.looks_like_file(target) else versions.lookup(names.parse(target))
+        if version is not None:
+            # A published version is complete and frozen: no base, no parts, no swaps.
+            if plan.swaps:
+                raise RecipeError(f"{version.qualified} is a published version: axis swaps need the composable recipe")
+            plan.add(version.file, own=True)
+            plan.name = version.name
+            return plan._finish()
         plan.add(sources.find(Name((sources.BASE,))), own=False)
         if names.looks_like_file(target):
             path = Path(target)
@@ -76,8 +84,14 @@ class Plan:
             plan.name = str(_own_name(path) or path.stem)
         else:
             plan.name = plan.add_name(names.parse(target), where=None, own=True)
-        plan.layers.append(_override_layer(plan.overrides))
-        return plan
+        return plan._finish()
+
+    def _finish(self) -> "Plan":
+        if self.overrides.sets:
+            # figures measured on the recipe as written do not describe an overridden one
+            self.layers = [_strip(layer, own=True, drop=("results",)) for layer in self.layers]
+        self.layers.append(_override_layer(self.overrides))
+        return self
 
     def __init__(self, ov: Overrides):
         self.overrides = ov
@@ -94,14 +108,19 @@ class Plan:
     def add_name(self, name: Name, where: str | None, own: bool, swap: bool = True) -> str:
         """Add what a name denotes; returns its canonical name. Axis swaps apply to the cell's
         parts and the target file's own extends, not inside parts (zero3-offload extends zero3)."""
-        if name.version is not None:
-            raise RecipeError(_at(where, f"{name}: no published versions exist yet", "unknown-name"), _code(where))
+        try:
+            version = versions.lookup(name)
+        except RecipeError as e:
+            raise RecipeError(_at(where, str(e), "unknown-name"), _code(where)) from None
+        if version is not None:
+            self.add(version.file, own=own)
+            return version.name
         if swap and len(name.segments) == 2 and name.segments[0] in self.swaps:
             name = Name((name.segments[0], self.swaps[name.segments[0]]), name.source)
         if sources.is_cell(name):
             cell = [self.swaps.get(axis, seg) for axis, seg in zip(AXES, name.segments)]
             for axis, seg in zip(AXES, cell):
-                self.add(sources.find(Name((axis, seg), name.source)), own=False)
+                self.add(sources.find(Name((axis, seg))), own=False)  # parts from any source
             overlay = sources.find(name)
             if overlay:
                 self.add(overlay, own=own and not self.swaps)
@@ -141,8 +160,8 @@ class Plan:
         self.layers.append(_strip(doc, own))
 
 
-def _strip(doc: Loaded, own: bool) -> Loaded:
-    drop = ("extends",) if own else ("extends",) + OWN_SECTIONS
+def _strip(doc: Loaded, own: bool, drop: tuple = ()) -> Loaded:
+    drop = drop + (("extends",) if own else ("extends",) + OWN_SECTIONS)
     data = {k: v for k, v in doc.data.items() if k not in drop}
     origins = {p: o for p, o in doc.origins.items() if p[0] not in drop}
     return Loaded(doc.file, data, origins)

@@ -4,8 +4,10 @@ catalog/, and free-standing recipes anywhere else."""
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from .errors import RecipeError
@@ -16,12 +18,15 @@ _PACKAGE = Path(__file__).resolve().parent
 DATA_ROOT = _PACKAGE.parent if (_PACKAGE.parent / "schemas").is_dir() else _PACKAGE / "_data"
 SCHEMA_DIR = DATA_ROOT / "schemas"
 BASE = "base"  # defaults composed under every recipe
+_SOURCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
 @dataclass(frozen=True)
 class Source:
     name: str
     root: Path
+    kind: str = "bundled"  # bundled | path | git
+    location: str = ""  # the directory or git URL it was added with
 
     def file(self, segments: tuple[str, ...]) -> Path | None:
         """The YAML file a name denotes here, if it exists and stays inside the source."""
@@ -48,9 +53,9 @@ class Source:
         return sorted(found)
 
     def free_standing(self) -> list[str]:
-        """Recipe files that are neither parts, overlays, the base nor the catalog."""
+        """Recipe files that are neither parts, overlays, the base, the catalog nor published."""
         overlays = {"/".join(c) for c in self.overlays()}
-        skip = set(AXES) | {"catalog"}
+        skip = set(AXES) | {"catalog", "published", "index"}
         names = []
         for f in self.root.rglob("*.yaml"):
             rel = f.relative_to(self.root).with_suffix("").as_posix()
@@ -65,9 +70,71 @@ def bundled() -> Source:
     return Source("bundled", DATA_ROOT / "recipes")
 
 
+def _root(folder: Path) -> Path:
+    """A source directory, or its recipes/ folder when it has one (a repository like this one)."""
+    return folder / "recipes" if (folder / "recipes").is_dir() else folder
+
+
 def all_sources() -> list[Source]:
-    """Sources in search order; the first that has a name wins."""
-    return [bundled()]
+    """Sources in search order: RECIPE_PATH entries, then `recipe source add` ones, then the
+    bundled recipes. The first that has a name wins; `name:` picks one."""
+    from . import config
+
+    key = (os.environ.get("RECIPE_PATH", ""), str(config.config_file()), _mtime(config.config_file()), str(config.cache_dir()))
+    return _sources(key)
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+@lru_cache(maxsize=8)
+def _sources(key: tuple) -> list[Source]:
+    from . import config
+
+    found: list[Source] = []
+    for entry in filter(None, key[0].split(os.pathsep)):
+        name, sep, folder = entry.partition("=")
+        if not sep:
+            name, folder = Path(entry).name, entry
+        found.append(_checked(Source(name, _root(Path(folder).expanduser().resolve()), "path", folder), "RECIPE_PATH"))
+    for entry in config.entries():
+        if "git" in entry:
+            clone = config.cache_dir() / entry["name"]
+            found.append(_checked(Source(entry["name"], _root(clone), "git", entry["git"]), str(config.config_file())))
+        else:
+            folder = str(entry.get("path", ""))
+            found.append(_checked(Source(entry["name"], _root(Path(folder)), "path", folder), str(config.config_file())))
+    found.append(bundled())
+    names = [s.name for s in found]
+    clash = next((n for n in names if names.count(n) > 1), None)
+    if clash:
+        raise RecipeError(f"two sources are named {clash!r} (RECIPE_PATH and {config.config_file()}); rename one")
+    return found
+
+
+def _checked(source: Source, where: str) -> Source:
+    if not _SOURCE_NAME.fullmatch(source.name) or source.name == "bundled":
+        raise RecipeError(f"{where}: source name {source.name!r} is not allowed (letters, digits, - and _; not 'bundled')")
+    if not source.root.is_dir():
+        hint = f"recipe source update {source.name}" if source.kind == "git" else "check the path"
+        raise RecipeError(f"source {source.name!r}: {source.location} is not reachable here (hint: {hint})")
+    return source
+
+
+def candidates(name: Name) -> list[Source]:
+    """The sources a name may come from, in search order."""
+    return _select(name)
+
+
+def has(source: Source, name: Name) -> bool:
+    """Whether a source defines the name as a file or as a cell of its parts."""
+    if source.file(name.segments):
+        return True
+    return len(name.segments) == 3 and all(source.file((a, s)) for a, s in zip(AXES, name.segments))
 
 
 def find(name: Name) -> Path | None:
@@ -100,10 +167,11 @@ def _select(name: Name) -> list[Source]:
 
 
 def is_cell(name: Name) -> bool:
-    """A three-segment name whose segments are a policy, a backend and a hardware part."""
+    """A three-segment name whose segments are a policy, a backend and a hardware part (parts
+    come from any source; a qualifier picks where the overlay comes from)."""
     if len(name.segments) != 3:
         return False
-    return all(find(Name((axis, seg), name.source)) for axis, seg in zip(AXES, name.segments))
+    return all(find(Name((axis, seg))) for axis, seg in zip(AXES, name.segments))
 
 
 def part_names(axis: str) -> list[str]:

@@ -25,6 +25,22 @@ def input_entry(path: Path) -> dict:
     return {**where, "sha256": sha256(path.read_bytes())}
 
 
+def source_commits(paths: list[Path]) -> dict[str, dict]:
+    """For each source the inputs came from, the git commit that holds them unmodified."""
+    from .. import git
+
+    by_source: dict[str, list[Path]] = {}
+    for path in paths:
+        located = sources.locate(path)
+        if located:
+            by_source.setdefault(located[0], []).append(path)
+    out = {}
+    for name, files in by_source.items():
+        commits = {git.committed(f) for f in files}
+        out[name] = {"commit": commits.pop()} if len(commits) == 1 and None not in commits else {"commit": None, "note": "uncommitted changes"}
+    return out
+
+
 def lock(recipe: Recipe, outputs: dict[str, str]) -> str:
     meta = recipe.data.get("recipe", {})
     content = {
@@ -32,6 +48,7 @@ def lock(recipe: Recipe, outputs: dict[str, str]) -> str:
         "tool": {"name": "recipe-registry", "version": __version__},
         "recipe": {"name": meta.get("name", recipe.name), "version": meta.get("version"), "tuned": recipe.tuned},
         "overrides": list(recipe.overrides),
+        "sources": source_commits(recipe.inputs),
         "inputs": [input_entry(p) for p in recipe.inputs],
         "outputs": {name: sha256(text.encode()) for name, text in sorted(outputs.items())},
         "resolved": recipe.data,

@@ -1,0 +1,37 @@
+"""`recipe diff A B`: the resolved recipes' differences, each with where both sides set it."""
+
+from __future__ import annotations
+
+from .compose import Recipe
+from .render import scalar
+from .validate.paths import join
+
+
+def leaves(data, prefix: tuple = ()) -> dict[tuple, object]:
+    if isinstance(data, dict) and data:
+        out = {}
+        for key, value in data.items():
+            out.update(leaves(value, prefix + (key,)))
+        return out
+    return {prefix: data}
+
+
+def differences(a: Recipe, b: Recipe) -> list[str]:
+    left, right = leaves(a.data), leaves(b.data)
+    lines = []
+    for path in sorted(set(left) | set(right), key=lambda p: tuple(str(x) for x in p)):
+        if path and path[0] == "recipe" and path[-1] == "name":
+            continue
+        if left.get(path, _ABSENT) == right.get(path, _ABSENT):
+            continue
+        lines.append(f"{join(path)}: {_side(left, a, path)} -> {_side(right, b, path)}")
+    return lines
+
+
+_ABSENT = object()
+
+
+def _side(values: dict, recipe: Recipe, path: tuple) -> str:
+    if path not in values:
+        return "(absent)"
+    return f"{scalar(values[path])} ({recipe.origins.get(path, 'composed')})"

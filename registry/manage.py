@@ -1,0 +1,86 @@
+"""`recipe source add|list|update|remove`: the user's sources, kept in the config file."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from . import config, git, sources
+from .errors import RecipeError
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+_URL = re.compile(r"^(file|https?|ssh|git)://|^[\w.-]+@[\w.-]+:")
+
+
+def add(name: str, where: str) -> str:
+    if not _NAME.fullmatch(name) or name == "bundled":
+        raise RecipeError(f"source name {name!r} is not allowed (letters, digits, - and _; not 'bundled')")
+    entries = config.entries()
+    if any(e["name"] == name for e in entries):
+        raise RecipeError(f"a source named {name!r} exists (hint: recipe source remove {name} first)")
+    if _URL.match(where) or where.endswith(".git") and not Path(where).is_dir():
+        clone = config.cache_dir() / name
+        if clone.exists():
+            shutil.rmtree(clone)
+        try:
+            git.clone(where, clone)
+        except RecipeError as e:
+            raise RecipeError(f"cannot add {name}: {where} is unreachable or not a git repository ({e})") from None
+        entry = {"name": name, "git": where}
+        said = f"{name}: {where} at {git.head(clone)[:12]}"
+    else:
+        folder = Path(where).expanduser().resolve()
+        if not folder.is_dir():
+            raise RecipeError(f"cannot add {name}: {where} is not a directory")
+        entry = {"name": name, "path": str(folder)}
+        said = f"{name}: {folder}"
+    config.save(entries + [entry])
+    return said
+
+
+def remove(name: str) -> None:
+    entries = config.entries()
+    if not any(e["name"] == name for e in entries):
+        raise RecipeError(f"no source named {name!r} in {config.config_file()}")
+    config.save([e for e in entries if e["name"] != name])
+    shutil.rmtree(config.cache_dir() / name, ignore_errors=True)
+
+
+def update(names: list[str]) -> list[str]:
+    lines = []
+    for entry in config.entries():
+        if names and entry["name"] not in names:
+            continue
+        if "git" not in entry:
+            lines.append(f"{entry['name']}: a directory, nothing to update")
+            continue
+        clone = config.cache_dir() / entry["name"]
+        if not (clone / ".git").is_dir():
+            git.clone(entry["git"], clone)
+        lines.append(f"{entry['name']}: {entry['git']} at {git.update(clone)[:12]}")
+    missing = set(names) - {e["name"] for e in config.entries()}
+    if missing:
+        raise RecipeError(f"no source named {', '.join(sorted(missing))}")
+    return lines
+
+
+def rows() -> list[list[str]]:
+    out = []
+    for source in sources.all_sources():
+        commit = git.head(source.root) if source.kind == "git" else ""
+        out.append([source.name, source.kind, source.location or str(source.root), commit[:12]])
+    return out
+
+
+def winners() -> list[list[str]]:
+    """For every name defined in more than one source: which source wins, which are shadowed."""
+    from .versions import index
+
+    seen: dict[str, list[str]] = {}
+    for source in sources.all_sources():
+        names = {"/".join(c) for c in source.overlays()} | set(source.free_standing()) | set(index(source))
+        names |= {f"{axis}/{p}" for axis in ("policy", "backend", "hardware") for p in source.parts(axis)}
+        for name in names:
+            seen.setdefault(name, []).append(source.name)
+    return [[name, found[0], ", ".join(found[1:])] for name, found in sorted(seen.items()) if len(found) > 1]

@@ -1,0 +1,216 @@
+"""Sources, immutable versions, locks, diff, cp and import, with real git repositories over
+file:// remotes and one config per team."""
+
+import json
+import os
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, run_cli
+
+DATA = Path(__file__).parent / "data"
+GIT_ENV = {"GIT_AUTHOR_NAME": "A", "GIT_AUTHOR_EMAIL": "a@example.com", "GIT_COMMITTER_NAME": "A",
+           "GIT_COMMITTER_EMAIL": "a@example.com", "HOME": "/tmp"}
+
+
+def git(*args, cwd):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env={**os.environ, **GIT_ENV})
+
+
+def team(tmp_path, name):
+    return {"RECIPE_CONFIG": str(tmp_path / f"{name}-sources.yaml"), "RECIPE_CACHE": str(tmp_path / f"{name}-cache")}
+
+
+def lock_of(output: str) -> str:
+    return output.split("==> recipe.lock.yaml <==", 1)[1].split("==> command <==", 1)[0]
+
+
+@pytest.fixture
+def team_a(tmp_path):
+    """Team A: a bare remote, a working copy added as a directory source, one commit."""
+    remote, work = tmp_path / "a.git", tmp_path / "a-work"
+    git("init", "-q", "--bare", str(remote), cwd=tmp_path)
+    git("clone", "-q", str(remote), str(work), cwd=tmp_path)
+    (work / "recipes").mkdir()
+    (work / "recipes" / ".gitignore").write_text(".publish.lock\n")
+    git("add", ".", cwd=work)
+    git("commit", "-qm", "start", cwd=work)
+    git("push", "-q", "origin", "HEAD", cwd=work)
+    env = team(tmp_path, "a")
+    assert run_cli("source", "add", "team-a", str(work), env=env).returncode == 0
+    return remote, work, env
+
+
+def publish_and_push(work, env, *args):
+    r = run_cli("publish", "pi07/zero2/8xA100", *args, "--to", "team-a", env=env)
+    assert r.returncode == 0, r.stderr
+    git("add", ".", cwd=work)
+    git("commit", "-qm", "publish", cwd=work)
+    git("push", "-q", "origin", "HEAD", cwd=work)
+    return r.stdout
+
+
+def test_two_teams_share_an_immutable_version(tmp_path, team_a):
+    remote, work, a = team_a
+    assert "published team-a:pi07/zero2/8xA100@1" in publish_and_push(work, a)
+    b = team(tmp_path, "b")
+    added = run_cli("source", "add", "team-a", f"file://{remote}", env=b)
+    assert added.returncode == 0, added.stderr
+    dry_a = run_cli("run", "team-a:pi07/zero2/8xA100@1", "--dry-run", env=a)
+    dry_b = run_cli("run", "team-a:pi07/zero2/8xA100@1", "--dry-run", env=b)
+    assert dry_a.returncode == dry_b.returncode == 0
+    assert lock_of(dry_a.stdout) == lock_of(dry_b.stdout)
+    lock = yaml.safe_load(lock_of(dry_b.stdout))
+    assert lock["recipe"] == {"name": "pi07/zero2/8xA100", "version": 1, "tuned": False}
+    assert len(lock["sources"]["team-a"]["commit"]) == 40
+    assert lock["inputs"][0]["file"] == "published/pi07/zero2/8xA100/1.yaml"
+
+    publish_and_push(work, a, "train.micro_batch_size=16")
+    assert run_cli("source", "update", env=b).returncode == 0
+    pinned = yaml.safe_load(run_cli("show", "team-a:pi07/zero2/8xA100@1", env=b).stdout)
+    newest = yaml.safe_load(run_cli("show", "team-a:pi07/zero2/8xA100", env=b).stdout)
+    assert pinned["train"]["micro_batch_size"] == 20 and pinned["recipe"]["version"] == 1
+    assert newest["train"]["micro_batch_size"] == 16 and newest["recipe"]["version"] == 2
+    assert "results" not in newest  # measured at micro batch 20, so not carried into @2
+    assert lock_of(run_cli("run", "team-a:pi07/zero2/8xA100@1", "--dry-run", env=b).stdout).split("sources:")[1].split("inputs:")[1] == \
+        lock_of(dry_a.stdout).split("sources:")[1].split("inputs:")[1]  # @1 resolves to the same files after @2 exists
+    history = run_cli("history", "pi07/zero2/8xA100", env=b).stdout
+    assert "team-a:pi07/zero2/8xA100@1" in history and "team-a:pi07/zero2/8xA100@2" in history
+    listing = run_cli("list", "--sources", env=b).stdout
+    assert "pi07/zero2/8xA100  team-a  bundled" in listing
+
+
+def test_edited_version_fails_validation(tmp_path, team_a):
+    _, work, a = team_a
+    publish_and_push(work, a)
+    version = work / "recipes" / "published" / "pi07" / "zero2" / "8xA100" / "1.yaml"
+    version.chmod(0o644)
+    version.write_text(version.read_text().replace("micro_batch_size: 20", "micro_batch_size: 24"))
+    r = run_cli("validate", "--all", env=a)
+    assert r.returncode == 1
+    assert f"{version}: error[hash-mismatch] published version team-a:pi07/zero2/8xA100@1 was changed after publishing" in r.stdout
+    assert run_cli("show", "team-a:pi07/zero2/8xA100@1", env=a).returncode == 1
+
+
+def test_concurrent_publishes_lose_nothing(tmp_path, team_a):
+    _, work, a = team_a
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda i: run_cli("publish", "tiny/ddp/cpu", f"train.steps={100 + i}", "--to", "team-a", env=a), range(4)))
+    assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
+    index = yaml.safe_load((work / "recipes" / "index.yaml").read_text())["versions"]["tiny/ddp/cpu"]
+    assert sorted(e["version"] for e in index) == [1, 2, 3, 4]
+    steps = sorted(yaml.safe_load((work / "recipes" / e["file"]).read_text())["train"]["steps"] for e in index)
+    assert steps == [100, 101, 102, 103]
+
+
+def test_publish_never_overwrites(tmp_path, team_a):
+    _, work, a = team_a
+    target = work / "recipes" / "published" / "tiny" / "ddp" / "cpu" / "1.yaml"
+    target.parent.mkdir(parents=True)
+    target.write_text("someone else's file\n")
+    r = run_cli("publish", "tiny/ddp/cpu", "--to", "team-a", env=a)
+    assert r.returncode == 2 and "never overwritten" in r.stderr and target.read_text() == "someone else's file\n"
+    assert run_cli("publish", "pi07/zero3/8xA100", "--to", "team-a", env=a).returncode == 1  # invalid: not published
+    assert run_cli("publish", "tiny/ddp/cpu", "--to", "bundled", env=a).returncode == 2
+    assert run_cli("publish", "tiny/ddp/cpu", "--to", "nowhere", env=a).returncode == 2
+
+
+def test_bad_sources(tmp_path):
+    env = team(tmp_path, "x")
+    r = run_cli("source", "add", "team-x", f"file://{tmp_path}/missing.git", env=env)
+    assert r.returncode == 2 and "unreachable" in r.stderr and not Path(env["RECIPE_CONFIG"]).exists()
+    assert run_cli("source", "add", "bad name", str(tmp_path), env=env).returncode == 2
+    assert run_cli("source", "add", "bundled", str(tmp_path), env=env).returncode == 2
+    assert run_cli("source", "add", "team-x", str(tmp_path), env=env).returncode == 0
+    assert "exists" in run_cli("source", "add", "team-x", str(tmp_path), env=env).stderr
+    clash = run_cli("list", env={**env, "RECIPE_PATH": f"team-x={tmp_path}"})
+    assert clash.returncode == 2 and "two sources are named 'team-x'" in clash.stderr
+    Path(env["RECIPE_CONFIG"]).write_text("sources: {oops: 1}\n")
+    assert "malformed" in run_cli("list", env=env).stderr
+    Path(env["RECIPE_CONFIG"]).write_text("sources: [\n")
+    assert run_cli("list", env=env).returncode != 0
+    assert "unknown source 'team-q'" in run_cli("show", "team-q:tiny/ddp/cpu").stderr
+    for r in (run_cli("list", env=env), run_cli("show", "team-q:tiny/ddp/cpu")):
+        assert "Traceback" not in r.stderr
+
+
+def test_diff_names_both_origins():
+    r = run_cli("diff", "pi07/zero2/8xA100", "pi07/fsdp/8xA100")
+    assert r.returncode == 1
+    lines = r.stdout.splitlines()
+    kind = next(l for l in lines if l.startswith("backend.kind:"))
+    assert kind == "backend.kind: deepspeed (recipes/backend/zero2.yaml:5:3) -> fsdp (recipes/backend/fsdp.yaml:5:3)"
+    assert any(l.startswith("train.micro_batch_size: 20 (recipes/pi07/zero2/8xA100.yaml:18:3) -> 8 (recipes/pi07/fsdp/8xA100.yaml:") for l in lines)
+    assert run_cli("diff", "tiny/ddp/cpu", "tiny/ddp/cpu").returncode == 0
+
+
+def test_cp_keeps_extends(tmp_path):
+    dest = tmp_path / "mine.yaml"
+    r = run_cli("cp", "pi07/zero2/8xA100", str(dest))
+    assert r.returncode == 0, r.stderr
+    text = dest.read_text()
+    assert text.splitlines()[2] == "extends: [policy/pi07, backend/zero2, hardware/8xA100]"
+    schema = text.splitlines()[0].split("$schema=")[1]
+    assert (dest.parent / schema).resolve() == (ROOT / "schemas" / "recipe.schema.json").resolve()
+    original = yaml.safe_load(run_cli("show", "pi07/zero2/8xA100").stdout)
+    copied = yaml.safe_load(run_cli("show", str(dest)).stdout)
+    assert copied == original
+    assert run_cli("cp", "pi07/zero2/8xA100", str(dest)).returncode == 2  # no silent overwrite
+
+
+def resolved_accelerate(tmp_path, recipe_file):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    out = tmp_path / "resolved"
+    r = run_cli("resolve", str(recipe_file), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    return load_config_from_file(str(out / "accelerate.yaml")), out
+
+
+def test_import_reports_checkpointing_under_zero3(tmp_path):
+    r = run_cli("import", "--accelerate-config", str(DATA / "accelerate_zero3.yaml"), "--trainer", "opentau",
+                "--trainer-config", str(DATA / "opentau_pi07.json"), "-o", str(tmp_path / "bad.yaml"))
+    assert r.returncode == 1 and "error[zero3-torch-checkpointing] policy.gradient_checkpointing" in r.stdout
+
+
+def test_import_consistent_pair_round_trips(tmp_path):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    dest = tmp_path / "good.yaml"
+    r = run_cli("import", "--accelerate-config", str(DATA / "accelerate_zero2.yaml"), "--trainer", "opentau",
+                "--trainer-config", str(DATA / "opentau_pi07.json"), "-o", str(dest))
+    assert r.returncode == 0, r.stdout + r.stderr
+    original = load_config_from_file(str(DATA / "accelerate_zero2.yaml"))
+    config, out = resolved_accelerate(tmp_path, dest)
+    ds = json.loads((out / "deepspeed.json").read_text())
+    assert (config.distributed_type, config.num_processes, config.num_machines) == (original.distributed_type, 8, 1)
+    assert ds["zero_optimization"]["stage"] == original.deepspeed_config["zero_stage"] == 2
+    assert ds["gradient_clipping"] == original.deepspeed_config["gradient_clipping"]
+    assert ds["bf16"]["enabled"] is False and original.mixed_precision == "no"
+    assert "offload_optimizer" not in ds["zero_optimization"]
+    trainer = json.loads((out / "opentau.json").read_text())
+    source = json.loads((DATA / "opentau_pi07.json").read_text())
+    for key in ("batch_size", "dataloader_batch_size", "steps", "num_cams", "resolution"):
+        assert trainer[key] == source[key], key
+    assert trainer["policy"]["n_obs_steps"] == trainer["dataset_mixture"]["n_obs_history"] == 6
+
+
+def test_import_lerobot_fsdp_round_trips(tmp_path):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    dest = tmp_path / "act.yaml"
+    r = run_cli("import", "--accelerate-config", str(DATA / "accelerate_fsdp.yaml"), "--trainer", "lerobot", "--gpu", "H100-SXM",
+                "--trainer-args", "--policy.type=act --dataset.repo_id=lerobot/aloha_sim_insertion_human --batch_size=8 --steps=1000 --eval_freq=0",
+                "-o", str(dest))
+    assert r.returncode == 0, r.stdout + r.stderr
+    original = load_config_from_file(str(DATA / "accelerate_fsdp.yaml"))
+    config, out = resolved_accelerate(tmp_path, dest)
+    assert (config.distributed_type, config.num_processes, config.mixed_precision) == (original.distributed_type, 2, "bf16")
+    for key in ("fsdp_version", "fsdp_transformer_layer_cls_to_wrap", "fsdp_reshard_after_forward", "fsdp_use_orig_params", "fsdp_state_dict_type"):
+        assert config.fsdp_config[key] == original.fsdp_config[key], key
+    script = (out / "launch.sh").read_text()
+    assert "--batch_size=8" in script and "--eval_freq=0" in script and "--dataset.repo_id=lerobot/aloha_sim_insertion_human" in script
