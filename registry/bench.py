@@ -20,7 +20,7 @@ from .load import load_text
 from .render import table
 from .resolve import resolve
 from .run import fresh_run_dir, launch_env, supervise, write_bundle
-from .train.metrics import PHASES
+from .train import PHASES
 from .validate import ROOT, validate
 
 MEASURING = [

@@ -9,7 +9,7 @@ from . import sources
 from .compose import compose
 from .errors import RecipeError
 from .load import load_cached
-from .names import AXES, Name
+from .names import AXES
 from .validate import CATALOG, ROOT, Problem, validate
 
 
@@ -96,6 +96,3 @@ def _file_report(path, ref: str) -> Report:
 
 def _count(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
-
-
-__all__ = ["Report", "validate_all", "validate_target", "Name"]

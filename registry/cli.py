@@ -7,7 +7,6 @@ deepspeed.
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
 
 from . import __version__, overrides, sources

@@ -8,7 +8,7 @@ from pathlib import Path
 from . import names, sources, versions
 from .errors import RecipeError
 from .files import write_atomic
-from .names import AXES, Name
+from .names import AXES
 
 BINDING = "# yaml-language-server: $schema="
 
@@ -39,5 +39,3 @@ def copy(target: str, dest: Path, force: bool) -> Path:
     write_atomic(dest, text + "".join(body))
     return dest
 
-
-__all__ = ["copy", "Name"]

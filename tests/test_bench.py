@@ -1,6 +1,5 @@
 """`recipe bench` on this CPU host: a real matrix, the measuring conditions, and --record."""
 
-import json
 
 import yaml
 

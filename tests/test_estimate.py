@@ -5,7 +5,6 @@ import json
 
 import pytest
 
-from conftest import run_cli
 from registry import memory
 from registry.compose import compose
 from registry.memory import GIB

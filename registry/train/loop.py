@@ -14,9 +14,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from . import CRASH_AFTER, RESUME, checkpoint
+from . import CRASH_AFTER, PHASES, RESUME, checkpoint
 from .data import Synthetic, indices
-from .metrics import PHASES, Log, Phases, peak_memory_gib
+from .metrics import Log, Phases, peak_memory_gib
 from .policy import build
 
 

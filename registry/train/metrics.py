@@ -11,7 +11,8 @@ from pathlib import Path
 
 import torch
 
-PHASES = ("data", "forward", "backward", "optimizer")
+from . import PHASES
+
 GIB = 1024**3
 
 
