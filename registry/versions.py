@@ -16,7 +16,7 @@ import yaml
 from . import sources
 from .errors import RecipeError
 from .files import write_atomic
-from .load import load_cached, load_file
+from .load import load_cached
 from .names import Name
 
 INDEX = "index.yaml"
@@ -47,7 +47,7 @@ def index(source: sources.Source) -> dict[str, list[dict]]:
     path = source.root / INDEX
     if not path.is_file():
         return {}
-    data = load_file(path).data.get("versions", {})
+    data = load_cached(path).data.get("versions", {})
     if not isinstance(data, dict):
         raise RecipeError(f"{path}: malformed index (hint: versions: {{NAME: [{{version, file, sha256, date}}]}})", 1)
     return data
