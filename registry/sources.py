@@ -30,13 +30,7 @@ class Source:
 
     def file(self, segments: tuple[str, ...]) -> Path | None:
         """The YAML file a name denotes here, if it exists and stays inside the source."""
-        candidate = self.root.joinpath(*segments[:-1], segments[-1] + ".yaml")
-        if not candidate.is_file():
-            return None
-        resolved = candidate.resolve()
-        if not resolved.is_relative_to(self.root.resolve()):
-            raise RecipeError(f"{'/'.join(segments)}: resolves outside source {self.name!r} (a symlink?)")
-        return resolved
+        return _file(self.root, self.name, segments)
 
     def parts(self, axis: str) -> list[str]:
         folder = self.root / axis
@@ -63,6 +57,18 @@ class Source:
                 continue
             names.append(rel)
         return sorted(names)
+
+
+@lru_cache(maxsize=4096)
+def _file(root: Path, source: str, segments: tuple[str, ...]) -> Path | None:
+    # looked up many times per composition; a process sees one state of its sources
+    candidate = root.joinpath(*segments[:-1], segments[-1] + ".yaml")
+    if not candidate.is_file():
+        return None
+    resolved = candidate.resolve()
+    if not resolved.is_relative_to(root.resolve()):
+        raise RecipeError(f"{'/'.join(segments)}: resolves outside source {source!r} (a symlink?)")
+    return resolved
 
 
 @cache
