@@ -47,7 +47,7 @@ def fresh_run_dir(recipe: Recipe, output_dir: str | None, base: Path = Path("run
             raise RecipeError(f"{folder}: exists and is not empty (hint: pick a new --output-dir, or --resume later)")
     else:
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        base = base / recipe.name.replace("/", "_").replace(":", "_").replace("@", "_v")
+        base = _runs_of(recipe, base)
         folder, n = base / stamp, 1
         while folder.exists():
             n += 1
@@ -116,8 +116,13 @@ def _resumable(recipe: Recipe, bundle: Bundle, where: str) -> Path:
     return folder
 
 
+def _runs_of(recipe: Recipe, base: Path = Path("runs")) -> Path:
+    """Where the runs of a recipe go: runs/pi07_zero2_8xA100/<timestamp>."""
+    return base / recipe.name.replace("/", "_").replace(":", "_").replace("@", "_v")
+
+
 def _latest_run(recipe: Recipe) -> Path:
-    base = Path("runs") / recipe.name.replace("/", "_").replace(":", "_").replace("@", "_v")
+    base = _runs_of(recipe)
     runs = sorted(p for p in base.glob("*") if (p / "recipe.lock.yaml").is_file()) if base.is_dir() else []
     if not runs:
         raise RecipeError(f"no earlier run of {recipe.name} under {base} (hint: --resume DIR)")

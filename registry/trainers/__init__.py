@@ -6,6 +6,7 @@ below is the only place that knows them. No code named by a recipe is ever impor
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from ..errors import RecipeError
@@ -59,8 +60,6 @@ def invocation(doc: dict, ctx: Context) -> Invocation:
 
 def flag_value(value) -> str:
     """How trainers' draccus/argparse flags spell a value."""
-    import json
-
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
