@@ -140,18 +140,6 @@ def publish(recipe, source: sources.Source) -> Version:
     return Version(source, name, number, target, digest, date)
 
 
-def check_all(source: sources.Source) -> list[str]:
-    """One error line per published version whose file no longer matches its hash."""
-    problems = []
-    for name in index(source):
-        for version in versions(source, name):
-            try:
-                verified(version)
-            except RecipeError as e:
-                problems.append(str(e))
-    return problems
-
-
 def history_rows(name: str) -> list[list[str]]:
     rows = []
     for source in sources.all_sources():

@@ -16,10 +16,6 @@ CATALOG = "catalog.schema.json"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
-def file_name(section: str) -> str:
-    return f"{section}.schema.json"
-
-
 @cache
 def documents() -> dict[str, dict]:
     docs = {}
