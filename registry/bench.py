@@ -39,6 +39,8 @@ class Outcome:
     peak_allocated_gib: float = 0.0
     peak_reserved_gib: float = 0.0
     shares: dict[str, float] = field(default_factory=dict)  # of the step time; they add up to 1
+    phase_peaks_gib: dict[str, float] = field(default_factory=dict)  # peak allocated per phase (GPU only)
+    resident_gib: float = 0.0  # allocated between steps (GPU only)
     micro_batch_size: int = 0
     world_size: int = 0
     run_dir: Path | None = None
@@ -61,6 +63,8 @@ def summarize(records: list[dict], warmup: int) -> dict:
         "peak_allocated_gib": max(r["peak_allocated_gib"] for r in steps),
         "peak_reserved_gib": max(r["peak_reserved_gib"] for r in steps),
         "shares": {k: v / scale for k, v in shares.items()},
+        "phase_peaks_gib": {p: max(r.get("phase_peak_allocated_gib", {}).get(p, 0.0) for r in steps) for p in PHASES},
+        "resident_gib": max(r.get("resident_allocated_gib", 0.0) for r in steps),
     }
 
 

@@ -242,15 +242,15 @@ def cmd_estimate(args) -> int:
     if args.format == "json":
         print(json.dumps({"recipe": recipe.name, "capacity_gib": est.capacity_gib, "breakdown_gib": est.breakdown,
                           "allocated_gib": est.allocated_gib, "reserved_gib": est.reserved_gib, "total_gib": est.total_gib,
-                          "fraction": est.fraction, "micro_batch_size": est.micro_batch_size,
+                          "fraction": est.fraction, "peak_phase": est.phase, "micro_batch_size": est.micro_batch_size,
                           "largest_micro_batch": est.largest_micro_batch, "largest_micro_batch_under_90": est.largest_under(0.9)}, indent=2))
         return 0
-    print(f"{recipe.name}: {memory.describe(recipe.data)}, micro batch {est.micro_batch_size}")
+    print(f"{recipe.name}: {memory.describe(recipe.data)}, micro batch {est.micro_batch_size}; peak in {est.phase}")
     rows = [[k, f"{v:.2f}"] for k, v in est.breakdown.items()]
     rows.append(["total", f"{est.total_gib:.2f}"])
     sys.stdout.write(table(rows, ["PER RANK", "GiB"]))
     print(f"{est.fraction:.0%} of {est.capacity_gib:.2f} GiB (allocated {est.allocated_gib:.2f}, reserved {est.reserved_gib:.2f}; "
-          f"activations {est.per_sample_gib:.3f} GiB per sample)")
+          f"activations {est.breakdown['activations'] / max(est.micro_batch_size, 1):.3f} GiB per sample)")
     print(f"largest micro batch that fits: {est.largest_micro_batch} (under 90%: {est.largest_under(0.9)})")
     return 0
 

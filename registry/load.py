@@ -8,6 +8,7 @@ rejected before anything is constructed, and alias expansion is bounded so that 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -22,6 +23,7 @@ MAX_DEPTH = 64
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _CORE = "tag:yaml.org,2002:"
+_EXPONENT = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)[eE][-+]?\d+")
 _SCALAR_TAGS = {_CORE + t for t in ("str", "int", "float", "bool", "null")}
 _TIMESTAMP = _CORE + "timestamp"  # kept as the written text: dates stay JSON-friendly
 _constructor = yaml.constructor.SafeConstructor()
@@ -136,6 +138,8 @@ class _Walker:
             return node.value
         if node.tag not in _SCALAR_TAGS:
             self.fail(node, "yaml-tag", f"tag {node.tag!r} is not allowed (hint: recipes use plain YAML)")
+        if node.tag == _CORE + "str" and not node.style and _EXPONENT.fullmatch(node.value):
+            return float(node.value)  # YAML 1.2 reads `lr: 3e-4` as a number; PyYAML's YAML 1.1 as text
         return _constructor.construct_object(node)
 
     def mapping(self, node: yaml.MappingNode, path: Path_, depth: int) -> dict:

@@ -15,7 +15,9 @@ from registry.train.policy import build
 
 pytestmark = pytest.mark.gpu
 BACKENDS = ["ddp", "zero2", "zero3", "fsdp", "fsdp2"]
-STEPS = ["train.steps=12", "train.log_every=1", "train.checkpoint.every=6", "train.micro_batch_size=8"]
+# a 2-step warm-up: under the recipes' 100 the learning rate is too small after 12 steps to see the loss fall
+STEPS = ["train.steps=12", "train.log_every=1", "train.checkpoint.every=6", "train.micro_batch_size=8",
+         "train.scheduler.warmup_steps=2"]
 RECIPE = "ref-100m/{}/2xH100"
 
 
@@ -41,7 +43,7 @@ def test_backend_trains_checkpoints_and_resumes(tmp_path, backend):
     if backend in ("zero3", "fsdp", "fsdp2"):
         assert all(rank["local_param_numel"] < rank["param_numel"] for rank in start["ranks"])
     seen = losses(whole)
-    assert seen[12] < seen[1]
+    assert sum(seen[s] for s in (10, 11, 12)) / 3 < 0.8 * seen[1], seen  # the first Adam steps spike, then it learns
     assert all(r["peak_allocated_gib"] > 0 for r in records(whole) if "loss" in r)
 
     crashed = run_cli("run", name, *STEPS, *common, "--output-dir", str(broken), env={CRASH_AFTER: "6"}, timeout=900)

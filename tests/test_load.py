@@ -72,7 +72,10 @@ def test_file_errors(tmp_path):
 
 def test_parse_value_is_yaml_typed():
     assert parse_value("8") == 8
-    assert parse_value("1e-4") == "1e-4"  # YAML 1.1: no dot, so a string, as in any YAML file
+    assert parse_value("1e-4") == 1e-4  # YAML 1.2's reading; PyYAML alone (YAML 1.1) gives a string
+    assert parse_value("-3E+2") == -300.0
+    assert parse_value("'1e-4'") == "1e-4"  # quoted stays text
+    assert parse_value("e-4") == "e-4"
     assert parse_value("1.0e-4") == 1.0e-4
     assert parse_value("true") is True
     assert parse_value("[a, b]") == ["a", "b"]

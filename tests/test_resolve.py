@@ -208,3 +208,11 @@ def test_multi_node_launch_and_slurm(tmp_path):
     assert (node.machine_rank, node.main_process_ip, node.main_process_port, node.num_machines, node.num_processes) == (1, "10.1.2.3", 29600, 2, 16)
     bad = subprocess.run(["bash", "-c", preamble, str(out / "launch.sh")], env={**env, "MAIN_PROCESS_IP": "x;rm -rf /"}, capture_output=True, text=True)
     assert bad.returncode == 2 and "MAIN_PROCESS_IP" in bad.stderr
+
+
+def test_rendezvous_port_reaches_accelerate_on_one_node(tmp_path):
+    """Two runs on one host (calibration shares the GPUs this way) need distinct ports."""
+    files = resolve(compose("ref-100m/zero2/2xH100", ["launch.main_process_port=29611"])).files
+    assert load_accelerate(tmp_path, files["accelerate.yaml"]).main_process_port == 29611
+    files = resolve(compose("ref-100m/zero2/2xH100")).files
+    assert load_accelerate(tmp_path, files["accelerate.yaml"]).main_process_port == 29500

@@ -40,7 +40,8 @@ def accelerate_config(doc: dict) -> dict:
         config["mixed_precision"] = backend.get("mixed_precision", "no")
     if config["num_machines"] > 1:
         config["main_process_ip"] = launch.get("main_process_ip") or "127.0.0.1"
-        config["main_process_port"] = int(launch.get("main_process_port", 29500))
+    # on one node a busy port makes accelerate pick a free one; several nodes must agree on it
+    config["main_process_port"] = int(launch.get("main_process_port", 29500))
     if kind == "DEEPSPEED":
         config["deepspeed_config"] = _deepspeed_section(doc)
     if kind == "FSDP":

@@ -213,8 +213,9 @@ def _report(accelerator, step, window_loss, window_steps, elapsed, phases, globa
     if device.type == "cuda":
         torch.cuda.synchronize()
     allocated, reserved = peak_memory_gib(device)
-    timings = phases.take()
-    stats = torch.tensor([elapsed, allocated, reserved, *timings], dtype=torch.float64, device=device)
+    allocated, reserved = max(allocated, phases.highest[0]), max(reserved, phases.highest[1])
+    timings, peaks = phases.take()
+    stats = torch.tensor([elapsed, allocated, reserved, phases.resident, *timings, *peaks], dtype=torch.float64, device=device)
     worst = _all_reduce_max(stats)  # the slowest rank's time, the fullest rank's memory
     loss = accelerator.reduce(window_loss.clone(), reduction="mean").item() / window_steps
     slowest = worst[0].item()
@@ -224,9 +225,12 @@ def _report(accelerator, step, window_loss, window_steps, elapsed, phases, globa
         "step_time_s": slowest / window_steps,
         "peak_allocated_gib": worst[1].item(), "peak_reserved_gib": worst[2].item(),
     }
-    measured = worst[3:].tolist()
+    measured, peaks = worst[4:4 + len(PHASES)].tolist(), worst[4 + len(PHASES):].tolist()
     if sum(measured) > 0:
         record["phases_s"] = {p: t / window_steps for p, t in zip(PHASES, measured)}
+    if sum(peaks) > 0:
+        record["resident_allocated_gib"] = worst[3].item()
+        record["phase_peak_allocated_gib"] = dict(zip(PHASES, peaks))
     return record
 
 

@@ -17,17 +17,24 @@ GIB = 1024**3
 
 
 class Phases:
-    """Wall time per phase; synchronises the device at each boundary only when asked to."""
+    """Wall time and, on a GPU, peak allocated memory per phase; synchronises the device at each
+    boundary only when asked to. Peaks are read and reset at each boundary, so the run's overall
+    peak is kept here as well (`highest`)."""
 
     def __init__(self, device: torch.device, enabled: bool):
+        self.device = device
         self.sync = enabled and device.type == "cuda"
         self.enabled = enabled
         self.totals = dict.fromkeys(PHASES, 0.0)
+        self.peaks = dict.fromkeys(PHASES, 0.0)  # GiB allocated, highest over the window
+        self.resident = 0.0  # GiB allocated between steps: parameters, gradients kept, optimizer states
+        self.highest = (0.0, 0.0)  # (allocated, reserved) GiB since the start of the run
         self._last = 0.0
 
     def start(self):
         if self.enabled:
             self._wait()
+            self._memory(None)
             self._last = time.perf_counter()
 
     def mark(self, phase: str):
@@ -35,12 +42,25 @@ class Phases:
             self._wait()
             now = time.perf_counter()
             self.totals[phase] += now - self._last
+            self._memory(phase)
             self._last = now
 
-    def take(self) -> list[float]:
-        values = [self.totals[p] for p in PHASES]
-        self.totals = dict.fromkeys(PHASES, 0.0)
-        return values
+    def take(self) -> tuple[list[float], list[float]]:
+        """Seconds and peak GiB per phase since the last take."""
+        values, peaks = [self.totals[p] for p in PHASES], [self.peaks[p] for p in PHASES]
+        self.totals, self.peaks = dict.fromkeys(PHASES, 0.0), dict.fromkeys(PHASES, 0.0)
+        return values, peaks
+
+    def _memory(self, phase: str | None):
+        if not self.sync:
+            return
+        allocated, reserved = peak_memory_gib(self.device)
+        self.highest = (max(self.highest[0], allocated), max(self.highest[1], reserved))
+        if phase is not None:
+            self.peaks[phase] = max(self.peaks[phase], allocated)
+        if phase == PHASES[-1]:
+            self.resident = torch.cuda.memory_allocated(self.device) / GIB
+        torch.cuda.reset_peak_memory_stats(self.device)
 
     def _wait(self):
         if self.sync:
