@@ -4,6 +4,8 @@ accumulation 1, INVARIANTS 20; phase timing on; no checkpoints) and report globa
 
 from __future__ import annotations
 
+import json
+import os
 import platform
 import statistics
 import sys
@@ -12,11 +14,14 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from . import __version__, machine
+import yaml
+
+from . import __version__, machine, patterns, sources
 from .compose import compose
 from .errors import RecipeError
 from .files import write_atomic
 from .load import load_text
+from .names import looks_like_file, parse
 from .render import table
 from .resolve import resolve
 from .run import fresh_run_dir, launch_env, supervise, write_bundle
@@ -69,8 +74,6 @@ def summarize(records: list[dict], warmup: int) -> dict:
 
 
 def bench_one(target: str, overrides: list[str], steps: int, warmup: int, allow_mismatch: bool, echo: bool) -> Outcome:
-    import json
-
     recipe = compose(target, [*overrides, *MEASURING, f"train.steps={warmup + steps}"])
     name = recipe.name
     if recipe.data["trainer"]["kind"] != "builtin":
@@ -114,8 +117,6 @@ def host() -> str:
     if gpus:
         return f"{len(gpus)} x {gpus[0].name}"
     model = next((line.split(":", 1)[1].strip() for line in _cpuinfo() if line.startswith("model name")), platform.processor() or "CPU")
-    import os
-
     return f"CPU: {model}, {os.cpu_count()} cores"
 
 
@@ -138,8 +139,6 @@ def versions() -> dict[str, str]:
 
 def record(outcome: Outcome, path: Path, command: str, steps: int) -> None:
     """Append the measurement to the recipe file's `results` (which must be its last section)."""
-    import yaml
-
     text = path.read_text(encoding="utf-8")
     doc = load_text(text, str(path)).data
     if "results" in doc and list(doc)[-1] != "results":
@@ -173,9 +172,6 @@ def record(outcome: Outcome, path: Path, command: str, steps: int) -> None:
 
 
 def main(targets: list[str], overrides: list[str], steps: int, warmup: int, allow_mismatch: bool, record_to: bool, command: str) -> int:
-    from . import patterns, sources
-    from .names import looks_like_file, parse
-
     cells: list[str] = []
     for target in targets:
         cells += patterns.expand(target) if patterns.is_pattern(target) else [target]

@@ -7,7 +7,10 @@ deepspeed.
 from __future__ import annotations
 
 import argparse
+import json
+import shlex
 import sys
+from pathlib import Path
 
 from . import __version__, overrides, sources
 from .errors import RecipeError
@@ -207,8 +210,6 @@ def cmd_validate(args) -> int:
 
 
 def cmd_resolve(args) -> int:
-    from pathlib import Path
-
     from .run import checked, write_bundle
 
     _, bundle = checked(args.target, args.overrides)
@@ -229,8 +230,6 @@ def cmd_run(args) -> int:
 
 
 def cmd_estimate(args) -> int:
-    import json
-
     from . import memory
     from .compose import compose
     from .render import table
@@ -250,14 +249,12 @@ def cmd_estimate(args) -> int:
     rows.append(["total", f"{est.total_gib:.2f}"])
     sys.stdout.write(table(rows, ["PER RANK", "GiB"]))
     print(f"{est.fraction:.0%} of {est.capacity_gib:.2f} GiB (allocated {est.allocated_gib:.2f}, reserved {est.reserved_gib:.2f}; "
-          f"activations {est.breakdown['activations'] / max(est.micro_batch_size, 1):.3f} GiB per sample)")
+          f"activations {est.per_sample_gib:.3f} GiB per sample)")
     print(f"largest micro batch that fits: {est.largest_micro_batch} (under 90%: {est.largest_under(0.9)})")
     return 0
 
 
 def cmd_bench(args) -> int:
-    import shlex
-
     from .bench import main as bench
 
     targets = [t for t in args.targets if not overrides.is_override(t)]
@@ -329,8 +326,6 @@ def cmd_diff(args) -> int:
 
 
 def cmd_cp(args) -> int:
-    from pathlib import Path
-
     from .copying import copy
 
     print(f"copied {args.target} to {copy(args.target, Path(args.dest), args.force)}")
@@ -338,8 +333,6 @@ def cmd_cp(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from pathlib import Path
-
     from . import importer
     from .checking import validate_target
     from .files import write_atomic
@@ -375,8 +368,6 @@ def cmd_import(args) -> int:
 
 
 def cmd_schema(args) -> int:
-    import json
-
     from .validate.schemas import joined
 
     print(json.dumps(joined(), indent=2))

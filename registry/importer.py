@@ -5,6 +5,7 @@ has no place in a recipe is reported, not dropped silently."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from pathlib import Path
 
@@ -212,8 +213,6 @@ def from_lerobot(args: str, recipe: dict) -> str | None:
 
 
 def render(recipe: dict, part: str | None, origin: str, name: str, dest: Path) -> str:
-    import os
-
     schema = os.path.relpath(sources.SCHEMA_DIR / "recipe.schema.json", dest.resolve().parent)
     doc = {"recipe": {"name": name, "summary": f"imported from {origin}"}}
     if part:

@@ -18,18 +18,26 @@ DEEPSPEED_MAX_LIVE = 1e9  # DeepSpeed's default stage3_max_live_parameters
 ROWS = ("parameters", "gradients", "optimizer states", "communication buckets", "gathered weights",
         "activations", "optimizer temporaries", "workspace")
 TRANSIENT = ("communication buckets", "gathered weights", "activations", "optimizer temporaries")
+OUTSIDE_ALLOCATOR = ("allocator overhead", "CUDA context")  # not in torch.cuda.max_memory_allocated
 FORWARD, STEP = "forward/backward", "optimizer step"
 
 
 @dataclass(frozen=True)
 class Estimate:
     capacity_gib: float
-    breakdown: dict[str, float]  # GiB per rank in the peak phase, in the order they are reported
-    phase: str  # FORWARD or STEP: where the peak falls
+    phases: dict[str, dict[str, float]]  # FORWARD and STEP: GiB per rank by row, in report order
     micro_batch_size: int
-    per_sample_gib: float  # activations of one sample, allocator overhead included
-    forward_fixed_gib: float  # the forward/backward phase's total without activations
-    step_total_gib: float  # the optimizer step's total, which the micro batch does not change
+    per_sample_gib: float  # activations of one sample
+    overhead: float  # allocator overhead, as a fraction of transient memory
+
+    @property
+    def phase(self) -> str:
+        """Where the peak falls: the phase that allocates more."""
+        return max(self.phases, key=lambda name: _allocated(self.phases[name]))
+
+    @property
+    def breakdown(self) -> dict[str, float]:
+        return self.phases[self.phase]
 
     @property
     def total_gib(self) -> float:
@@ -56,9 +64,12 @@ class Estimate:
     def largest_under(self, fraction: float) -> int:
         """The largest micro batch whose peak stays under `fraction` of the GPU's memory."""
         limit = fraction * self.capacity_gib
-        if self.step_total_gib > limit or self.per_sample_gib <= 0:
+        forward = self.phases[FORWARD]
+        per_sample = self.per_sample_gib * (1 + self.overhead)
+        if sum(self.phases[STEP].values()) > limit or per_sample <= 0:
             return 0
-        return max(0, int((limit - self.forward_fixed_gib) // self.per_sample_gib))
+        fixed = sum(forward.values()) - forward["activations"] * (1 + self.overhead)
+        return max(0, int((limit - fixed) // per_sample))
 
 
 def estimate(doc: dict) -> Estimate | None:
@@ -69,18 +80,15 @@ def estimate(doc: dict) -> Estimate | None:
         return None
     kept, forward, step = _layout(doc, mem)
     overhead = _allocator_overhead(doc)
-    per_sample = _activation_per_sample(doc, mem)
     micro = int(doc.get("train", {}).get("micro_batch_size", 1))
+    per_sample = _activation_per_sample(doc, mem)
     forward = {**forward, "activations": per_sample * micro * GIB}
     phases = {name: _rows(kept, extra, overhead) for name, extra in ((FORWARD, forward), (STEP, step))}
-    peak = max(phases, key=lambda name: _allocated(phases[name]))
-    forward_fixed = sum(phases[FORWARD].values()) - per_sample * micro * (1 + overhead)
-    return Estimate(float(gpu["memory_gib"]), phases[peak], peak, micro, per_sample * (1 + overhead),
-                    forward_fixed, sum(phases[STEP].values()))
+    return Estimate(float(gpu["memory_gib"]), phases, micro, per_sample, overhead)
 
 
 def _allocated(rows: dict[str, float]) -> float:
-    return sum(v for k, v in rows.items() if k not in ("allocator overhead", "CUDA context"))
+    return sum(v for k, v in rows.items() if k not in OUTSIDE_ALLOCATOR)
 
 
 def _rows(kept: dict, extra: dict, overhead: float) -> dict[str, float]:
@@ -109,53 +117,71 @@ def describe(doc: dict) -> str:
     return f"{layout} over {world_size(doc)} ranks on {hw['gpus_per_node']} x {hw['gpu'].get('name', 'GPU')} per node"
 
 
+@dataclass(frozen=True)
+class Sizes:
+    params: float
+    trainable: float
+    unit: float  # the largest wrap unit
+    root: float  # what FSDP's root unit keeps gathered
+    mixed: bool
+
+    @property
+    def low(self) -> int:
+        """Bytes of a compute copy of a parameter."""
+        return 2 if self.mixed else 4
+
+
 def _layout(doc: dict, mem: dict) -> tuple[dict, dict, dict]:
     """Bytes per rank by row: kept between steps, added in forward/backward, added in the step."""
     backend = doc.get("backend", {})
-    P = float(mem["params"])
-    T = float(mem.get("trainable_params", P))
-    unit = float(mem.get("largest_unit_params", 0))
-    root = float(mem.get("root_unit_params", 0))
-    mixed = backend.get("mixed_precision", "no") != "no"
-    low = 2 if mixed else 4  # bytes of a compute copy of a parameter
-    n = world_size(doc)
-    kind = backend.get("kind")
-    if kind == "deepspeed":
-        return _deepspeed(backend, P, T, n, mixed)
-    if kind == "fsdp":
-        sharding = backend.get("sharding", "FULL_SHARD")
-        shards = n if sharding in ("FULL_SHARD", "SHARD_GRAD_OP") or backend.get("version") == 2 else 1
-        if sharding == "HYBRID_SHARD":
-            shards = int(doc.get("hardware", {}).get("gpus_per_node", 1))
-        if sharding == "SHARD_GRAD_OP" or shards == 1:
-            gathered = P * low if mixed or shards > 1 else 0.0  # gathered between forward and backward
-        else:
-            gathered = (root + 2 * unit) * (4 + low if mixed else 4)  # root all step, two blocks in flight
-        kept = {"parameters": 4 * P / shards, "optimizer states": 8 * T / shards}  # fp32 flat parameters
-        return kept, {"gathered weights": gathered}, {"gradients": 4 * T / shards, "optimizer temporaries": 4 * T / shards}
-    # DDP: fp32 weights with autocast, and bucket copies of the gradients for the all-reduce
+    sizes = Sizes(params=float(mem["params"]), trainable=float(mem.get("trainable_params", mem["params"])),
+                  unit=float(mem.get("largest_unit_params", 0)), root=float(mem.get("root_unit_params", 0)),
+                  mixed=backend.get("mixed_precision", "no") != "no")
+    return LAYOUTS.get(backend.get("kind"), _ddp)(doc, backend, sizes)
+
+
+def _ddp(doc: dict, backend: dict, z: Sizes) -> tuple[dict, dict, dict]:
+    # fp32 weights with autocast, and bucket copies of the gradients for the all-reduce
+    P, T = z.params, z.trainable
     kept = {"parameters": 4 * P, "optimizer states": 8 * T, "communication buckets": 4 * T}
-    forward = {"gathered weights": 2 * P if mixed else 0.0}  # autocast's low-precision weight copies
+    forward = {"gathered weights": 2 * P if z.mixed else 0.0}  # autocast's low-precision weight copies
     return kept, forward, {"gradients": 4 * T, "optimizer temporaries": 4 * T}  # foreach Adam: one fp32 copy
 
 
-def _deepspeed(backend: dict, P: float, T: float, n: int, mixed: bool) -> tuple[dict, dict, dict]:
+def _fsdp(doc: dict, backend: dict, z: Sizes) -> tuple[dict, dict, dict]:
+    P, T = z.params, z.trainable
+    sharding = backend.get("sharding", "FULL_SHARD")
+    shards = world_size(doc) if sharding in ("FULL_SHARD", "SHARD_GRAD_OP") or backend.get("version") == 2 else 1
+    if sharding == "HYBRID_SHARD":
+        shards = int(doc.get("hardware", {}).get("gpus_per_node", 1))
+    if sharding == "SHARD_GRAD_OP" or shards == 1:
+        gathered = P * z.low if z.mixed or shards > 1 else 0.0  # gathered between forward and backward
+    else:
+        gathered = (z.root + 2 * z.unit) * (4 + z.low if z.mixed else 4)  # root all step, two blocks in flight
+    kept = {"parameters": 4 * P / shards, "optimizer states": 8 * T / shards}  # fp32 flat parameters
+    return kept, {"gathered weights": gathered}, {"gradients": 4 * T / shards, "optimizer temporaries": 4 * T / shards}
+
+
+def _deepspeed(doc: dict, backend: dict, z: Sizes) -> tuple[dict, dict, dict]:
+    P, T, n = z.params, z.trainable, world_size(doc)
     stage = int(backend.get("zero_stage", 0))
     offload = backend.get("offload", {})
-    low = 2 if mixed else 4
     optimizer_shards = n if stage >= 1 else 1
     on_cpu = offload.get("optimizer", "none") != "none"
-    optim = 0.0 if on_cpu else (12 if mixed else 8) * T / optimizer_shards  # fp32 master copy and Adam moments
+    optim = 0.0 if on_cpu else (12 if z.mixed else 8) * T / optimizer_shards  # fp32 master copy and Adam moments
     grads = 0.0 if on_cpu else 4 * T / optimizer_shards  # the fp32 gradient partition the optimizer reads
-    bucket = float(backend.get("reduce_bucket_size", DEEPSPEED_REDUCE_BUCKET)) * low
+    bucket = float(backend.get("reduce_bucket_size", DEEPSPEED_REDUCE_BUCKET)) * z.low
     if stage >= 3:
-        params = 0.0 if offload.get("param", "none") != "none" else low * P / n
+        params = 0.0 if offload.get("param", "none") != "none" else z.low * P / n
         kept = {"parameters": params, "optimizer states": optim, "gradients": grads}
-        gathered = min(P, DEEPSPEED_MAX_LIVE) * low  # ZeRO-3 keeps up to this many gathered
+        gathered = min(P, DEEPSPEED_MAX_LIVE) * z.low  # ZeRO-3 keeps up to this many gathered
         return kept, {"communication buckets": bucket, "gathered weights": gathered}, {}
     buckets = bucket * (2 if backend.get("overlap_comm") else 1)  # double-buffered when overlapping
-    return ({"parameters": low * P, "optimizer states": optim},
+    return ({"parameters": z.low * P, "optimizer states": optim},
             {"communication buckets": buckets}, {"communication buckets": buckets, "gradients": grads})
+
+
+LAYOUTS = {"ddp": _ddp, "fsdp": _fsdp, "deepspeed": _deepspeed}
 
 
 def _activation_per_sample(doc: dict, mem: dict) -> float:
@@ -182,6 +208,6 @@ def _activation_factor(doc: dict) -> float:
 
 def _allocator_overhead(doc: dict) -> float:
     """Reserved beyond allocated, as a fraction of the transient memory (buckets, gathered
-    weights, activations, temporaries), declared by the backend part: FSDP reserved 26 GB beyond what it allocated
-    where ZeRO-2 reserved 0.2 GB (seed 002, with expandable_segments)."""
+    weights, activations, temporaries), declared by the backend part: FSDP reserved 26 GB beyond
+    what it allocated where ZeRO-2 reserved 0.2 GB (seed 002, with expandable_segments)."""
     return float(doc.get("backend", {}).get("memory", {}).get("allocator_overhead", 0.1))

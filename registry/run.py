@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+import yaml
+
 from . import machine
 from .compose import Recipe, compose
 from .errors import RecipeError
@@ -101,8 +103,6 @@ def run(target: str, overrides: list[str], *, dry_run: bool, output_dir: str | N
 
 
 def _resumable(recipe: Recipe, bundle: Bundle, where: str) -> Path:
-    import yaml
-
     if recipe.data["trainer"]["kind"] != "builtin":
         raise RecipeError("--resume drives the built-in trainer; resume other trainers with their own flags (opentau: --resume=true)")
     folder = Path(where) if where else _latest_run(recipe)

@@ -23,7 +23,8 @@ def per_param(backend: dict, n: int = 8, params: float = 1e9) -> tuple[float, fl
            "policy": {"memory": {"params": params}}, "dataset": {}, "train": {"micro_batch_size": 1}}
     est = memory.estimate(doc)
     fixed = memory.CUDA_CONTEXT_GIB + memory.WORKSPACE_GIB
-    return ((est.forward_fixed_gib - fixed) * GIB / params, (est.step_total_gib - fixed) * GIB / params)
+    forward, step = (sum(est.phases[phase].values()) for phase in (memory.FORWARD, memory.STEP))
+    return ((forward - fixed) * GIB / params, (step - fixed) * GIB / params)
 
 
 # What the built-in trainer measured on GPUs (benchmarks/calibrate.py): INVARIANTS 24's model

@@ -16,9 +16,8 @@ import torch.nn.functional as F
 
 from . import CRASH_AFTER, PHASES, RESUME, checkpoint
 from .data import Synthetic, indices
-from .metrics import Log, Phases, peak_memory_gib
+from .metrics import Log, Phases
 from .policy import build
-
 
 
 def make_accelerator(doc: dict):
@@ -212,8 +211,7 @@ def _report(accelerator, step, window_loss, window_steps, elapsed, phases, globa
     device = accelerator.device
     if device.type == "cuda":
         torch.cuda.synchronize()
-    allocated, reserved = peak_memory_gib(device)
-    allocated, reserved = max(allocated, phases.highest[0]), max(reserved, phases.highest[1])
+    allocated, reserved = phases.peak_memory()
     timings, peaks = phases.take()
     stats = torch.tensor([elapsed, allocated, reserved, phases.resident, *timings, *peaks], dtype=torch.float64, device=device)
     worst = _all_reduce_max(stats)  # the slowest rank's time, the fullest rank's memory

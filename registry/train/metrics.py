@@ -19,7 +19,7 @@ GIB = 1024**3
 class Phases:
     """Wall time and, on a GPU, peak allocated memory per phase; synchronises the device at each
     boundary only when asked to. Peaks are read and reset at each boundary, so the run's overall
-    peak is kept here as well (`highest`)."""
+    peak is kept here too (`peak_memory`)."""
 
     def __init__(self, device: torch.device, enabled: bool):
         self.device = device
@@ -28,7 +28,7 @@ class Phases:
         self.totals = dict.fromkeys(PHASES, 0.0)
         self.peaks = dict.fromkeys(PHASES, 0.0)  # GiB allocated, highest over the window
         self.resident = 0.0  # GiB allocated between steps: parameters, gradients kept, optimizer states
-        self.highest = (0.0, 0.0)  # (allocated, reserved) GiB since the start of the run
+        self._highest = (0.0, 0.0)  # (allocated, reserved) GiB up to the last reset
         self._last = 0.0
 
     def start(self):
@@ -54,13 +54,18 @@ class Phases:
     def _memory(self, phase: str | None):
         if not self.sync:
             return
-        allocated, reserved = peak_memory_gib(self.device)
-        self.highest = (max(self.highest[0], allocated), max(self.highest[1], reserved))
+        since_reset = peak_memory_gib(self.device)[0]
+        self._highest = self.peak_memory()
         if phase is not None:
-            self.peaks[phase] = max(self.peaks[phase], allocated)
+            self.peaks[phase] = max(self.peaks[phase], since_reset)
         if phase == PHASES[-1]:
             self.resident = torch.cuda.memory_allocated(self.device) / GIB
         torch.cuda.reset_peak_memory_stats(self.device)
+
+    def peak_memory(self) -> tuple[float, float]:
+        """(allocated, reserved) GiB, the highest since the run began, phase resets or not."""
+        allocated, reserved = peak_memory_gib(self.device)
+        return max(allocated, self._highest[0]), max(reserved, self._highest[1])
 
     def _wait(self):
         if self.sync:
