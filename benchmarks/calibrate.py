@@ -29,7 +29,7 @@ TOLERANCE = 0.15
 
 
 def measure(args) -> None:
-    from registry.bench import bench_one, host, versions
+    from registry.run.bench import bench_one, host, versions
 
     for policy in args.policies.split(","):
         for backend in args.backends.split(","):
@@ -41,13 +41,16 @@ def measure(args) -> None:
                 if outcome.skipped:
                     point["error"] = outcome.skipped
                 else:
-                    point.update({
-                        "measured_allocated_gib": round(outcome.peak_allocated_gib, 3),
-                        "measured_reserved_gib": round(outcome.peak_reserved_gib, 3),
-                        "resident_gib": round(outcome.resident_gib, 3),
-                        "phase_peaks_gib": {k: round(v, 3) for k, v in outcome.phase_peaks_gib.items()},
-                        "hardware": host(), "versions": versions(),
-                    })
+                    point.update(
+                        {
+                            "measured_allocated_gib": round(outcome.peak_allocated_gib, 3),
+                            "measured_reserved_gib": round(outcome.peak_reserved_gib, 3),
+                            "resident_gib": round(outcome.resident_gib, 3),
+                            "phase_peaks_gib": {k: round(v, 3) for k, v in outcome.phase_peaks_gib.items()},
+                            "hardware": host(),
+                            "versions": versions(),
+                        }
+                    )
                 print(json.dumps(point), flush=True)
                 with args.out.open("a") as f:
                     f.write(json.dumps(point) + "\n")
@@ -55,7 +58,7 @@ def measure(args) -> None:
 
 def predicted(point: dict) -> float:
     from registry.compose import compose
-    from registry.memory import estimate
+    from registry.estimate import estimate
 
     doc = compose(point["recipe"], [f"train.micro_batch_size={point['micro_batch_size']}"]).data
     return estimate(doc).allocated_gib

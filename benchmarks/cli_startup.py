@@ -22,8 +22,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=21)
     args = ap.parse_args()
-    out = {"benchmark": "cli_startup", "runs": args.runs, "python": platform.python_version(),
-           "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores", "date": time.strftime("%Y-%m-%d"), "median_s": {}}
+    out = {
+        "benchmark": "cli_startup",
+        "runs": args.runs,
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores",
+        "date": time.strftime("%Y-%m-%d"),
+        "median_s": {},
+    }
     for label, argv in COMMANDS.items():
         times = []
         for _ in range(args.runs):

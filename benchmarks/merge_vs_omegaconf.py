@@ -11,10 +11,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from omegaconf import OmegaConf  # noqa: E402
+from omegaconf import OmegaConf
 
-from registry import sources  # noqa: E402
-from registry.compose import Plan, merge  # noqa: E402
+from registry.compose import Plan
+from registry.doc import merge
+from registry.sharing import sources
 
 
 def timed(fn, layer_sets) -> float:
@@ -40,10 +41,21 @@ def with_plain(layers):
 
 def main() -> None:
     cells = itertools.product(*(sources.part_names(a) for a in ("policy", "backend", "hardware")))
-    layer_sets = [[l.data for l in Plan.of("/".join(c)).layers if l.data] for c in cells]
+    layer_sets = [[layer.data for layer in Plan.of("/".join(c)).layers if layer.data] for c in cells]
     omega, plain = timed(with_omegaconf, layer_sets), timed(with_plain, layer_sets)
-    print(json.dumps({"benchmark": "merge_vs_omegaconf", "cells": len(layer_sets), "omegaconf_ms_per_recipe": round(omega, 3),
-                      "plain_ms_per_recipe": round(plain, 3), "ratio": round(omega / plain, 1), "date": time.strftime("%Y-%m-%d")}, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "merge_vs_omegaconf",
+                "cells": len(layer_sets),
+                "omegaconf_ms_per_recipe": round(omega, 3),
+                "plain_ms_per_recipe": round(plain, 3),
+                "ratio": round(omega / plain, 1),
+                "date": time.strftime("%Y-%m-%d"),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -85,9 +85,19 @@ def main() -> None:
             (a if who == "a" else b).append(samples / timed(fn))
     if session.accelerator.is_main_process:
         ratios = [x / y for x, y in zip(a, b)]
-        print("SIDE_BY_SIDE " + json.dumps({
-            "builtin_samples_per_s": statistics.median(a), "handwritten_samples_per_s": statistics.median(b),
-            "ratio": statistics.median(ratios), "builtin_chunks": a, "handwritten_chunks": b, "pair_ratios": ratios}))
+        print(
+            "SIDE_BY_SIDE "
+            + json.dumps(
+                {
+                    "builtin_samples_per_s": statistics.median(a),
+                    "handwritten_samples_per_s": statistics.median(b),
+                    "ratio": statistics.median(ratios),
+                    "builtin_chunks": a,
+                    "handwritten_chunks": b,
+                    "pair_ratios": ratios,
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from registry import sources  # noqa: E402
+from registry.sharing import sources  # noqa: E402
 
 
 def generate(folder: Path, count: int) -> list[str]:
@@ -50,16 +50,24 @@ def main() -> None:
         times, codes = [], set()
         for _ in range(args.runs):
             start = time.perf_counter()
-            r = subprocess.run([sys.executable, "-m", "registry", "validate", "-q", *paths], cwd=ROOT, capture_output=True, text=True)
+            r = subprocess.run(
+                [sys.executable, "-m", "registry", "validate", "-q", *paths], cwd=ROOT, capture_output=True, text=True
+            )
             times.append(time.perf_counter() - start)
             codes.add(r.returncode)
         invalid = sum(1 for line in r.stdout.splitlines() if "error[" in line)
     result = {
-        "benchmark": "validate_1000", "files": args.files, "runs": args.runs,
-        "median_s": round(statistics.median(times), 3), "min_s": round(min(times), 3), "max_s": round(max(times), 3),
+        "benchmark": "validate_1000",
+        "files": args.files,
+        "runs": args.runs,
+        "median_s": round(statistics.median(times), 3),
+        "min_s": round(min(times), 3),
+        "max_s": round(max(times), 3),
         "per_file_ms": round(statistics.median(times) / args.files * 1000, 2),
-        "exit_codes": sorted(codes), "error_lines": invalid,
-        "python": platform.python_version(), "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores",
+        "exit_codes": sorted(codes),
+        "error_lines": invalid,
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores",
         "date": time.strftime("%Y-%m-%d"),
     }
     print(json.dumps(result, indent=2))

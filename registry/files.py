@@ -1,10 +1,17 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of either."""
+"""Files: where the package's recipes and schemas live, and atomic writes (a reader sees the old
+file or the new one, never half of either)."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+# A source checkout keeps recipes/ and schemas/ beside the package; a wheel carries them inside.
+DATA_ROOT = _PACKAGE.parent if (_PACKAGE.parent / "schemas").is_dir() else _PACKAGE / "_data"
+SCHEMA_DIR = DATA_ROOT / "schemas"
+RECIPES_DIR = DATA_ROOT / "recipes"
 
 
 def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from .errors import RecipeError
+from registry.errors import RecipeError
 
 MAX_BYTES = 1 << 20  # a recipe is a few KiB; anything near this is not a recipe
 MAX_NODES = 20_000  # nodes after alias expansion

@@ -4,7 +4,6 @@ import json
 import sys
 
 import pytest
-
 from conftest import ROOT, run_cli
 
 
@@ -40,8 +39,8 @@ def test_show_origin(cli):
     assert "  micro_batch_size: 20  # recipes/pi07/zero2/8xA100.yaml:18:3" in lines
     assert "  steps: 5  # command line" in lines
     assert "  kind: deepspeed  # recipes/backend/zero2.yaml:5:3" in lines
-    leaves = [l for l in lines if ": " in l and not l.rstrip().endswith(":")]
-    assert all("  # " in l for l in leaves)  # every value says where it came from
+    leaves = [s for s in lines if ": " in s and not s.rstrip().endswith(":")]
+    assert all("  # " in s for s in leaves)  # every value says where it came from
     js = json.loads(cli("show", "pi07/zero2/8xA100", "--origin", "--format", "json").stdout)
     assert js["origins"]["train.micro_batch_size"].startswith("recipes/pi07/zero2/8xA100.yaml:")
     assert js["recipe"]["backend"]["zero_stage"] == 2
@@ -92,10 +91,17 @@ def test_bad_input_is_one_clear_message(cli, tmp_path, name):
     assert "error[" in r.stdout
 
 
-@pytest.mark.parametrize("args", [
-    ["show", "../x"], ["show", "/etc/passwd"], ["show", "pi07/zero2/8xA100", "hardware=../x"],
-    ["show", "pi07/zero2/8xA100", "=3"], ["validate", "pi07;id"], ["show", "pi07/zero2/8xA100", "train.steps=!!python/name:os.system"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["show", "../x"],
+        ["show", "/etc/passwd"],
+        ["show", "pi07/zero2/8xA100", "hardware=../x"],
+        ["show", "pi07/zero2/8xA100", "=3"],
+        ["validate", "pi07;id"],
+        ["show", "pi07/zero2/8xA100", "train.steps=!!python/name:os.system"],
+    ],
+)
 def test_bad_arguments(cli, args):
     r = cli(*args)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
@@ -103,7 +109,8 @@ def test_bad_arguments(cli, args):
 
 def test_alias_bomb_cli(cli, tmp_path):
     lines = ['a: &a ["x","x","x","x","x","x","x","x","x"]'] + [
-        f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 9) + "]" for i in range(9)]
+        f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 9) + "]" for i in range(9)
+    ]
     f = tmp_path / "bomb.yaml"
     f.write_text("\n".join(lines))
     r = cli("validate", str(f), timeout=20)

@@ -5,9 +5,10 @@ import itertools
 import pytest
 from omegaconf import OmegaConf
 
-from registry import sources
-from registry.compose import Plan, compose, merge
+from registry.compose import Plan, compose
+from registry.doc import merge
 from registry.errors import RecipeError
+from registry.sharing import sources
 
 CELLS = list(itertools.product(*(sources.part_names(a) for a in ("policy", "backend", "hardware"))))
 
@@ -22,7 +23,12 @@ def test_cell_composes_parts_then_overlay():
     r = compose("pi07/zero2/8xA100")
     assert r.tuned
     assert [p.relative_to(sources.bundled().root).as_posix() for p in r.inputs] == [
-        "base.yaml", "policy/pi07.yaml", "backend/zero2.yaml", "hardware/8xA100.yaml", "pi07/zero2/8xA100.yaml"]
+        "base.yaml",
+        "policy/pi07.yaml",
+        "backend/zero2.yaml",
+        "hardware/8xA100.yaml",
+        "pi07/zero2/8xA100.yaml",
+    ]
     assert r.data["train"]["micro_batch_size"] == 20  # overlay over the policy part's 2
     assert r.origins[("train", "micro_batch_size")].startswith("recipes/pi07/zero2/8xA100.yaml:")
     assert r.data["backend"]["zero_stage"] == 2
@@ -38,7 +44,9 @@ def test_untuned_cell():
 
 
 def test_overrides_and_origins():
-    r = compose("pi07/zero2/8xA100", ["train.micro_batch_size=16", "env.NCCL_DEBUG=INFO", "policy.block_classes=[A, B]"])
+    r = compose(
+        "pi07/zero2/8xA100", ["train.micro_batch_size=16", "env.NCCL_DEBUG=INFO", "policy.block_classes=[A, B]"]
+    )
     assert r.data["train"]["micro_batch_size"] == 16
     assert r.origins[("train", "micro_batch_size")] == "command line"
     assert r.data["env"] == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "NCCL_DEBUG": "INFO"}
@@ -71,16 +79,19 @@ def test_relative_extends(tmp_path):
     assert compose(str(f)).data["train"]["steps"] == 7
 
 
-@pytest.mark.parametrize("extends, message", [
-    ("[../outside.yaml]", "error[unsafe-name]"),
-    ("[/etc/passwd.yaml]", "error[unsafe-name]"),
-    ("['../../etc/passwd']", "error[unsafe-name]"),
-    ("[policy/pi08]", "unknown policy part 'pi08' (did you mean pi07"),
-    ("[pi07/zero2/8xA10]", "unknown hardware in pi07/zero2/8xA10: '8xA10'"),
-    ("[nothing/here]", "unknown recipe 'nothing/here'"),
-    ("[missing.yaml]", "no such file"),
-    ("policy/pi07", "extends: must be a list"),
-])
+@pytest.mark.parametrize(
+    "extends, message",
+    [
+        ("[../outside.yaml]", "error[unsafe-name]"),
+        ("[/etc/passwd.yaml]", "error[unsafe-name]"),
+        ("['../../etc/passwd']", "error[unsafe-name]"),
+        ("[policy/pi08]", "unknown policy part 'pi08' (did you mean pi07"),
+        ("[pi07/zero2/8xA10]", "unknown hardware in pi07/zero2/8xA10: '8xA10'"),
+        ("[nothing/here]", "unknown recipe 'nothing/here'"),
+        ("[missing.yaml]", "no such file"),
+        ("policy/pi07", "extends: must be a list"),
+    ],
+)
 def test_bad_extends(tmp_path, extends, message):
     f = write(tmp_path / "mine.yaml", f"extends: {extends}\n")
     with pytest.raises(RecipeError, match=None) as info:
@@ -129,15 +140,18 @@ def test_layers_are_not_mutated():
     assert again.data["hardware"]["gpu"]["memory_gib"] == 79.25
 
 
-@pytest.mark.parametrize("a, b", [
-    ({"a": {"b": 1, "c": [1, 2]}}, {"a": {"c": [3]}}),
-    ({"a": {"b": 1}}, {"a": 5}),
-    ({"a": 5}, {"a": {"b": 1}}),
-    ({"a": {"b": 1}}, {"a": None}),
-    ({"a": None}, {"a": {"b": {"c": 1}}}),
-    ({"a": [{"x": 1}]}, {"a": [{"y": 2}]}),
-    ({"a": "${oc.env:HOME}"}, {"b": "${x}"}),
-])
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ({"a": {"b": 1, "c": [1, 2]}}, {"a": {"c": [3]}}),
+        ({"a": {"b": 1}}, {"a": 5}),
+        ({"a": 5}, {"a": {"b": 1}}),
+        ({"a": {"b": 1}}, {"a": None}),
+        ({"a": None}, {"a": {"b": {"c": 1}}}),
+        ({"a": [{"x": 1}]}, {"a": [{"y": 2}]}),
+        ({"a": "${oc.env:HOME}"}, {"b": "${x}"}),
+    ],
+)
 def test_merge_matches_omegaconf(a, b):
     expected = OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(a), OmegaConf.create(b)), resolve=False)
     assert merge(a, b) == expected

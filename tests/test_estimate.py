@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from registry import memory
+from registry import estimate as memory
 from registry.compose import compose
-from registry.memory import GIB
+from registry.estimate import GIB
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,8 +19,13 @@ def per_param(backend: dict, n: int = 8, params: float = 1e9) -> tuple[float, fl
     """Bytes per parameter at the peak of forward/backward and of the optimizer step, without
     activations, workspace, CUDA context or allocator overhead."""
     backend = {"mixed_precision": "bf16", "reduce_bucket_size": 1, "memory": {"allocator_overhead": 0}, **backend}
-    doc = {"backend": backend, "hardware": {"gpu": {"memory_gib": 80}, "gpus_per_node": n, "nodes": 1},
-           "policy": {"memory": {"params": params}}, "dataset": {}, "train": {"micro_batch_size": 1}}
+    doc = {
+        "backend": backend,
+        "hardware": {"gpu": {"memory_gib": 80}, "gpus_per_node": n, "nodes": 1},
+        "policy": {"memory": {"params": params}},
+        "dataset": {},
+        "train": {"micro_batch_size": 1},
+    }
     est = memory.estimate(doc)
     fixed = memory.CUDA_CONTEXT_GIB + memory.WORKSPACE_GIB
     forward, step = (sum(est.phases[phase].values()) for phase in (memory.FORWARD, memory.STEP))
@@ -30,17 +35,20 @@ def per_param(backend: dict, n: int = 8, params: float = 1e9) -> tuple[float, fl
 # What the built-in trainer measured on GPUs (benchmarks/calibrate.py): INVARIANTS 24's model
 # states, plus DDP's gradient buckets and autocast's bf16 weight copies, DeepSpeed's fp32 gradient
 # partition, and one fp32 temporary of torch's foreach Adam.
-@pytest.mark.parametrize("backend, forward, step", [
-    ({"kind": "ddp"}, 4 + 8 + 4 + 2, 4 + 8 + 4 + 4 + 4),
-    ({"kind": "deepspeed", "zero_stage": 1}, 2 + 12 / 8, 2 + 16 / 8),
-    ({"kind": "deepspeed", "zero_stage": 2}, 2 + 12 / 8, 2 + 16 / 8),
-    ({"kind": "deepspeed", "zero_stage": 3}, 18 / 8 + 2, 18 / 8),
-    ({"kind": "deepspeed", "zero_stage": 2, "offload": {"optimizer": "cpu"}}, 2, 2),
-    ({"kind": "deepspeed", "zero_stage": 3, "offload": {"optimizer": "cpu", "param": "cpu"}}, 2, 0),
-    ({"kind": "fsdp", "version": 1, "sharding": "FULL_SHARD"}, 12 / 8, 20 / 8),
-    ({"kind": "fsdp", "version": 2}, 12 / 8, 20 / 8),
-    ({"kind": "fsdp", "version": 1, "sharding": "NO_SHARD"}, 12 + 2, 20),
-])
+@pytest.mark.parametrize(
+    "backend, forward, step",
+    [
+        ({"kind": "ddp"}, 4 + 8 + 4 + 2, 4 + 8 + 4 + 4 + 4),
+        ({"kind": "deepspeed", "zero_stage": 1}, 2 + 12 / 8, 2 + 16 / 8),
+        ({"kind": "deepspeed", "zero_stage": 2}, 2 + 12 / 8, 2 + 16 / 8),
+        ({"kind": "deepspeed", "zero_stage": 3}, 18 / 8 + 2, 18 / 8),
+        ({"kind": "deepspeed", "zero_stage": 2, "offload": {"optimizer": "cpu"}}, 2, 2),
+        ({"kind": "deepspeed", "zero_stage": 3, "offload": {"optimizer": "cpu", "param": "cpu"}}, 2, 0),
+        ({"kind": "fsdp", "version": 1, "sharding": "FULL_SHARD"}, 12 / 8, 20 / 8),
+        ({"kind": "fsdp", "version": 2}, 12 / 8, 20 / 8),
+        ({"kind": "fsdp", "version": 1, "sharding": "NO_SHARD"}, 12 + 2, 20),
+    ],
+)
 def test_bytes_per_parameter_by_phase(backend, forward, step):
     assert per_param(backend) == pytest.approx((forward, step))
 
@@ -87,7 +95,9 @@ def test_pi07_fsdp_point():
 
 @pytest.mark.parametrize("backend, allocated_gb", [("zero2", 36.22), ("fsdp", 43.86)])
 def test_pi07_one_camera_allocations_within_15_percent(backend, allocated_gb):
-    overrides = ["dataset.num_cams=1", "train.micro_batch_size=8"] + (["policy.dtype=float32"] if backend == "fsdp" else [])
+    overrides = ["dataset.num_cams=1", "train.micro_batch_size=8"] + (
+        ["policy.dtype=float32"] if backend == "fsdp" else []
+    )
     est = estimate(f"pi07/{backend}/8xA100", *overrides)
     assert est.allocated_gib == pytest.approx(allocated_gb * GB, rel=0.15)
 
@@ -101,7 +111,14 @@ def test_pi07_ddp_fails_memory_fit(cli):
 def test_estimate_cli(cli):
     r = cli("estimate", "pi07/zero2/8xA100")
     assert r.returncode == 0
-    for part in ("parameters", "gradients", "optimizer states", "activations", "allocator overhead", "largest micro batch that fits: 26"):
+    for part in (
+        "parameters",
+        "gradients",
+        "optimizer states",
+        "activations",
+        "allocator overhead",
+        "largest micro batch that fits: 26",
+    ):
         assert part in r.stdout
     data = json.loads(cli("estimate", "pi07/zero2/8xA100", "--format", "json").stdout)
     assert data["largest_micro_batch"] == 26 and data["fraction"] < 0.9

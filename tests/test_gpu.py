@@ -7,17 +7,22 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import run_cli
 from safetensors.torch import load_file
 
-from conftest import run_cli
 from registry.train import CRASH_AFTER
 from registry.train.policy import build
 
 pytestmark = pytest.mark.gpu
 BACKENDS = ["ddp", "zero2", "zero3", "fsdp", "fsdp2"]
 # a 2-step warm-up: under the recipes' 100 the learning rate is too small after 12 steps to see the loss fall
-STEPS = ["train.steps=12", "train.log_every=1", "train.checkpoint.every=6", "train.micro_batch_size=8",
-         "train.scheduler.warmup_steps=2"]
+STEPS = [
+    "train.steps=12",
+    "train.log_every=1",
+    "train.checkpoint.every=6",
+    "train.micro_batch_size=8",
+    "train.scheduler.warmup_steps=2",
+]
 RECIPE = "ref-100m/{}/2xH100"
 
 
@@ -39,7 +44,9 @@ def test_backend_trains_checkpoints_and_resumes(tmp_path, backend):
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     start = records(whole)[0]
     assert start["world_size"] == 2
-    assert start["distributed_type"] == {"ddp": "MULTI_GPU", "zero2": "DEEPSPEED", "zero3": "DEEPSPEED"}.get(backend, "FSDP")
+    assert start["distributed_type"] == {"ddp": "MULTI_GPU", "zero2": "DEEPSPEED", "zero3": "DEEPSPEED"}.get(
+        backend, "FSDP"
+    )
     if backend in ("zero3", "fsdp", "fsdp2"):
         assert all(rank["local_param_numel"] < rank["param_numel"] for rank in start["ranks"])
     seen = losses(whole)

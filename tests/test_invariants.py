@@ -7,7 +7,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from registry.compose import compose
-from registry.sources import SCHEMA_DIR
+from registry.files import SCHEMA_DIR
 from registry.validate import validate
 
 GPU_P100 = "hardware.gpu={name: P100, memory_gib: 16, compute_capability: 6.0}"
@@ -19,30 +19,68 @@ CASES = {
     "obs-history": ("pi07/zero2/8xA100", ["policy.n_obs_steps=8"], []),
     "image-resolution": ("pi07/zero2/8xA100", ["dataset.resolution=[224, 224]"], []),
     "zero3-torch-checkpointing": ("tiny/zero3/cpu", ["policy.gradient_checkpointing=true"], []),
-    "fsdp-double-checkpointing": ("act/fsdp/2xH100", ["backend.activation_checkpointing=true", "policy.gradient_checkpointing=true"],
-                                  ["backend.activation_checkpointing=true"]),
+    "fsdp-double-checkpointing": (
+        "act/fsdp/2xH100",
+        ["backend.activation_checkpointing=true", "policy.gradient_checkpointing=true"],
+        ["backend.activation_checkpointing=true"],
+    ),
     "fsdp-wrap-classes": ("act/fsdp/2xH100", ["policy.block_classes=[]"], []),
     "fsdp-fp32-model": ("act/fsdp/2xH100", ["policy.dtype=bfloat16"], ["policy.dtype=float32"]),
     "compile-sharded": ("pi07/fsdp/8xA100", ["policy.use_torch_compile=true"], []),
-    "rank-divergent-drops": ("pi07/fsdp/8xA100", ["dataset.drop_probs.subgoal=0.75"], ["dataset.drop_probs.subgoal=1.0"]),
+    "rank-divergent-drops": (
+        "pi07/fsdp/8xA100",
+        ["dataset.drop_probs.subgoal=0.75"],
+        ["dataset.drop_probs.subgoal=1.0"],
+    ),
     "fsdp1-orig-params": ("act/fsdp/2xH100", ["backend.use_orig_params=false"], []),
     "fsdp2-orig-params": ("act/fsdp2/2xH100", ["backend.use_orig_params=true"], []),
-    "fsdp2-reshard-bool": ("act/fsdp2/2xH100", ["backend.reshard_after_forward=FULL_SHARD"], ["backend.reshard_after_forward=false"]),
-    "fsdp1-reshard-strategy": ("act/fsdp/2xH100", ["backend.reshard_after_forward=true"], ["backend.reshard_after_forward=FULL_SHARD"]),
+    "fsdp2-reshard-bool": (
+        "act/fsdp2/2xH100",
+        ["backend.reshard_after_forward=FULL_SHARD"],
+        ["backend.reshard_after_forward=false"],
+    ),
+    "fsdp1-reshard-strategy": (
+        "act/fsdp/2xH100",
+        ["backend.reshard_after_forward=true"],
+        ["backend.reshard_after_forward=FULL_SHARD"],
+    ),
     "fsdp2-forward-prefetch": ("act/fsdp2/2xH100", ["backend.forward_prefetch=true"], []),
     "fsdp2-local-state-dict": ("act/fsdp2/2xH100", ["backend.state_dict_type=LOCAL_STATE_DICT"], []),
     "fsdp-sharding-v2": ("act/fsdp2/2xH100", ["backend.sharding=SHARD_GRAD_OP"], []),
     "zero3-save-16bit": ("tiny/zero3/cpu", ["backend.zero3_save_16bit_model=false"], []),
-    "ds-config-file-conflict": ("tiny/zero2/cpu", ["backend.accelerate={mixed_precision: bf16}"],
-                                ["backend.deepspeed_config_file=ds.json", "backend.accelerate={same_network: true}"]),
-    "ds-json-batch-keys": ("tiny/zero2/cpu", ["backend.deepspeed_json={train_batch_size: auto}"], ["backend.deepspeed_json={wall_clock_breakdown: false}"]),
+    "ds-config-file-conflict": (
+        "tiny/zero2/cpu",
+        ["backend.accelerate={mixed_precision: bf16}"],
+        ["backend.deepspeed_config_file=ds.json", "backend.accelerate={same_network: true}"],
+    ),
+    "ds-json-batch-keys": (
+        "tiny/zero2/cpu",
+        ["backend.deepspeed_json={train_batch_size: auto}"],
+        ["backend.deepspeed_json={wall_clock_breakdown: false}"],
+    ),
     "offload-param-stage": ("tiny/zero2/cpu", ["backend.offload.param=cpu"], ["backend=zero3-offload"]),
-    "zero3-init-stage": ("tiny/zero2/cpu", ["backend.zero3_init_flag=true"], ["backend=zero3", "backend.zero3_init_flag=true"]),
-    "nvme-path": ("tiny/zero3/cpu", ["backend.offload.optimizer=nvme"], ["backend.offload.optimizer=nvme", "backend.nvme_path=/local_nvme"]),
+    "zero3-init-stage": (
+        "tiny/zero2/cpu",
+        ["backend.zero3_init_flag=true"],
+        ["backend=zero3", "backend.zero3_init_flag=true"],
+    ),
+    "nvme-path": (
+        "tiny/zero3/cpu",
+        ["backend.offload.optimizer=nvme"],
+        ["backend.offload.optimizer=nvme", "backend.nvme_path=/local_nvme"],
+    ),
     "master-weights-sharded": ("tiny/zero2/cpu", ["train.master_weights=true"], []),
-    "ddp-master-weights": ("tiny/ddp/cpu", ["policy.dtype=bfloat16", "train.master_weights=false"], ["policy.dtype=bfloat16"]),
+    "ddp-master-weights": (
+        "tiny/ddp/cpu",
+        ["policy.dtype=bfloat16", "train.master_weights=false"],
+        ["policy.dtype=bfloat16"],
+    ),
     "bf16-compute-capability": ("act/ddp/8xV100", [], ["backend.mixed_precision=fp16"]),
-    "fp8-compute-capability": ("act/ddp/8xA100", ["backend.mixed_precision=fp8"], ["hardware=8xH100", "backend.mixed_precision=fp8"]),
+    "fp8-compute-capability": (
+        "act/ddp/8xA100",
+        ["backend.mixed_precision=fp8"],
+        ["hardware=8xH100", "backend.mixed_precision=fp8"],
+    ),
     "fp16-deepspeed-compute-capability": ("tiny/zero2/cpu", [GPU_P100, *ON_2_GPUS], [GPU_V100ISH, *ON_2_GPUS]),
     "gpu-count": ("act/ddp/8xA100", ["hardware.gpus_per_node=0"], []),
     "processes-per-gpu": ("act/ddp/8xA100", ["hardware.processes_per_node=4"], ["hardware.processes_per_node=8"]),
@@ -52,21 +90,40 @@ CASES = {
     "batch-size-product": ("tiny/ddp/cpu", ["train.batch_size=10"], ["train.batch_size=16"]),
     "global-batch-size": ("pi07/zero2/8xA100", ["train.global_batch_size=100"], ["train.global_batch_size=160"]),
     "zero-loss-weight-sharded": ("pi07/fsdp/8xA100", ["train.loss_weights.CE=0"], []),
-    "sim-eval-sharded": ("pi07/fsdp/8xA100", ["train.eval={env: libero, every: 1000}"], ["train.eval={env: libero, every: 0}"]),
+    "sim-eval-sharded": (
+        "pi07/fsdp/8xA100",
+        ["train.eval={env: libero, every: 1000}"],
+        ["train.eval={env: libero, every: 0}"],
+    ),
     "lerobot-no-deepspeed": ("act/ddp/8xA100", ["backend=zero2"], []),
     "lerobot-policy-type": ("act/ddp/8xA100", ["policy.type=pi07_low_level"], []),
-    "lerobot-push-to-hub": ("act/ddp/8xA100", ["trainer.lerobot.push_to_hub=true"], ["trainer.lerobot.push_to_hub=true", "trainer.lerobot.repo_id=org/act"]),
+    "lerobot-push-to-hub": (
+        "act/ddp/8xA100",
+        ["trainer.lerobot.push_to_hub=true"],
+        ["trainer.lerobot.push_to_hub=true", "trainer.lerobot.repo_id=org/act"],
+    ),
     "lerobot-act-obs": ("act/ddp/8xA100", ["policy.n_obs_steps=2", "dataset.n_obs_history=2"], []),
-    "lerobot-fsdp-resume": ("act/fsdp/2xH100", ["train.checkpoint.resumable=true"], ["train.checkpoint.resumable=false"]),
+    "lerobot-fsdp-resume": (
+        "act/fsdp/2xH100",
+        ["train.checkpoint.resumable=true"],
+        ["train.checkpoint.resumable=false"],
+    ),
     "opentau-policy-type": ("pi07/zero2/8xA100", ["policy.type=act"], []),
-    "command-program": ("tiny/ddp/cpu", ["trainer.kind=command"], ["trainer.kind=command", "trainer.command.program=./train.sh"]),
+    "command-program": (
+        "tiny/ddp/cpu",
+        ["trainer.kind=command"],
+        ["trainer.kind=command", "trainer.command.program=./train.sh"],
+    ),
     "builtin-reference-policy": ("tiny/ddp/cpu", ["policy.type=act"], []),
     "process-count": ("act/ddp/8xA100", ["launch.num_processes=4"], ["launch.num_processes=8"]),
     "cpu-ddp-launcher": ("tiny/ddp/cpu", ["launch.launcher=accelerate"], ["launch.launcher=torchrun"]),
     "torchrun-deepspeed": ("tiny/zero2/cpu", ["launch.launcher=torchrun"], ["launch.launcher=accelerate"]),
     "opentau-launcher": ("pi07/fsdp/8xA100", ["launch.launcher=torchrun"], ["launch.launcher=accelerate"]),
-    "lerobot-parallelism-launcher": ("act/fsdp/2xH100", ["trainer.lerobot.api=parallelism", "launch.launcher=accelerate", "train.checkpoint.resumable=false"],
-                                     ["trainer.lerobot.api=parallelism", "launch.launcher=torchrun", "train.checkpoint.resumable=false"]),
+    "lerobot-parallelism-launcher": (
+        "act/fsdp/2xH100",
+        ["trainer.lerobot.api=parallelism", "launch.launcher=accelerate", "train.checkpoint.resumable=false"],
+        ["trainer.lerobot.api=parallelism", "launch.launcher=torchrun", "train.checkpoint.resumable=false"],
+    ),
 }
 
 
@@ -133,11 +190,15 @@ def test_memory_fit_warns_near_the_edge():
 
 def test_bench_accumulation(tmp_path):
     f = tmp_path / "bench.yaml"
-    f.write_text("extends: [pi07/zero2/8xA100]\nresults:\n  - {samples_per_s: 30, gradient_accumulation_steps: 2, date: 2026-11}\n")
+    f.write_text(
+        "extends: [pi07/zero2/8xA100]\nresults:\n  - {samples_per_s: 30, gradient_accumulation_steps: 2, date: 2026-11}\n"
+    )
     found = validate(*_doc(f))
     assert {p.rule for p in found} == {"bench-accumulation"}
     assert found[0].origin.endswith("bench.yaml:3:25")  # the key that broke it
-    f.write_text("extends: [pi07/zero2/8xA100]\nresults:\n  - {samples_per_s: 30, gradient_accumulation_steps: 2, loop_uses_accumulate: true, date: 2026-11}\n")
+    f.write_text(
+        "extends: [pi07/zero2/8xA100]\nresults:\n  - {samples_per_s: 30, gradient_accumulation_steps: 2, loop_uses_accumulate: true, date: 2026-11}\n"
+    )
     assert not validate(*_doc(f))
 
 
@@ -147,19 +208,36 @@ def _doc(path):
 
 
 def test_all_problems_at_once():
-    found = problems("act/ddp/8xA100", ["backend=zero2", "policy.type=pi07_low_level", "launch.num_processes=3", "train.steps=0", "train.stepz=1"])
-    assert {"lerobot-no-deepspeed", "lerobot-policy-type", "process-count", "range", "unknown-key"} <= {p.rule for p in found}
+    found = problems(
+        "act/ddp/8xA100",
+        ["backend=zero2", "policy.type=pi07_low_level", "launch.num_processes=3", "train.steps=0", "train.stepz=1"],
+    )
+    assert {"lerobot-no-deepspeed", "lerobot-policy-type", "process-count", "range", "unknown-key"} <= {
+        p.rule for p in found
+    }
     unknown = next(p for p in found if p.rule == "unknown-key")
-    assert unknown.path == "train.stepz" and unknown.hint == "did you mean 'steps'?" and unknown.origin == "command line"
+    assert (
+        unknown.path == "train.stepz" and unknown.hint == "did you mean 'steps'?" and unknown.origin == "command line"
+    )
 
 
 def test_structural_problems_name_file_and_line(tmp_path):
     f = tmp_path / "bad.yaml"
-    f.write_text("extends: [tiny/ddp/cpu]\ntrain:\n  micro_batch_size: many\nbackend:\n  kind: zero2\n  zero_stag: 2\nenv:\n  OK: 1\n  bad-name: x\n")
+    f.write_text(
+        "extends: [tiny/ddp/cpu]\ntrain:\n  micro_batch_size: many\nbackend:\n  kind: zero2\n  zero_stag: 2\nenv:\n  OK: 1\n  bad-name: x\n"
+    )
     lines = [p.render() for p in validate(*_doc(f))]
-    assert any(line.startswith(f"{_shown(f)}:3:3: error[type] train.micro_batch_size: 'many' is not of type integer") for line in lines), lines
-    assert any("error[enum] backend.kind: 'zero2' is not one of 'ddp', 'deepspeed', 'fsdp'" in line for line in lines), lines
-    assert any(":6:3: error[unknown-key] backend.zero_stag: unknown key (hint: did you mean 'zero_stage'?)" in line for line in lines), lines
+    assert any(
+        line.startswith(f"{_shown(f)}:3:3: error[type] train.micro_batch_size: 'many' is not of type integer")
+        for line in lines
+    ), lines
+    assert any(
+        "error[enum] backend.kind: 'zero2' is not one of 'ddp', 'deepspeed', 'fsdp'" in line for line in lines
+    ), lines
+    assert any(
+        ":6:3: error[unknown-key] backend.zero_stag: unknown key (hint: did you mean 'zero_stage'?)" in line
+        for line in lines
+    ), lines
     assert any("error[key-name] env" in line for line in lines), lines
 
 

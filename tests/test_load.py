@@ -22,26 +22,29 @@ def test_values_and_origins():
     assert doc.origins[("b", "c", 1)] == "f.yaml:3:10"
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("a: [1", "f.yaml:2:1: error[yaml]"),
-    ("a: b: c", "f.yaml:1:5: error[yaml]"),
-    ("a: !!python/object/apply:os.system [echo hacked]", "error[yaml-tag]"),
-    ("a: !!python/name:os.system", "error[yaml-tag]"),
-    ("a: !custom x", "error[yaml-tag]"),
-    ("a: !!binary aGk=", "error[yaml-tag]"),
-    ("a: !!set {x}", "error[yaml-tag]"),
-    ("a: 1\nb: 2\na: 3", "f.yaml:3:1: error[duplicate-key] key 'a' already set at line 1"),
-    ("", "error[empty]"),
-    ("# only a comment\n", "error[empty]"),
-    ("- 1\n- 2", "must be a mapping"),
-    ("just a string", "must be a mapping"),
-    ("1: x", "key 1 must be a string"),
-    ("yes: x", "key True must be a string"),
-    ("a: 1\n---\nb: 2", "expected a single document"),
-    ("<<: {a: 1}", "merge keys"),
-    ("a: &r [*r]", "error[yaml]"),
-    ("[" * 2000, "error[yaml]"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("a: [1", "f.yaml:2:1: error[yaml]"),
+        ("a: b: c", "f.yaml:1:5: error[yaml]"),
+        ("a: !!python/object/apply:os.system [echo hacked]", "error[yaml-tag]"),
+        ("a: !!python/name:os.system", "error[yaml-tag]"),
+        ("a: !custom x", "error[yaml-tag]"),
+        ("a: !!binary aGk=", "error[yaml-tag]"),
+        ("a: !!set {x}", "error[yaml-tag]"),
+        ("a: 1\nb: 2\na: 3", "f.yaml:3:1: error[duplicate-key] key 'a' already set at line 1"),
+        ("", "error[empty]"),
+        ("# only a comment\n", "error[empty]"),
+        ("- 1\n- 2", "must be a mapping"),
+        ("just a string", "must be a mapping"),
+        ("1: x", "key 1 must be a string"),
+        ("yes: x", "key True must be a string"),
+        ("a: 1\n---\nb: 2", "expected a single document"),
+        ("<<: {a: 1}", "merge keys"),
+        ("a: &r [*r]", "error[yaml]"),
+        ("[" * 2000, "error[yaml]"),
+    ],
+)
 def test_bad_yaml(text, expected):
     assert expected in error(text)
 

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from registry import sources
-from registry.checking import validate_target
-from registry.sources import SCHEMA_DIR
+from registry.files import SCHEMA_DIR
+from registry.sharing import sources
+from registry.validate.report import validate_target
 
 AXES = ("policy", "backend", "hardware")
 CELLS = ["/".join(c) for c in itertools.product(*(sources.part_names(a) for a in AXES))]
@@ -26,22 +26,36 @@ def test_cell_is_valid_or_rejected_by_a_named_rule(cell):
     assert not structural  # parts never compose into a malformed recipe
 
 
-@pytest.mark.parametrize("cell, rule", [
-    ("pi07/zero3/8xA100", "zero3-torch-checkpointing"),
-    ("pi07/ddp/8xA100", "memory-fit"),
-    ("act/zero2/8xA100", "lerobot-no-deepspeed"),
-    ("act/ddp/8xV100", "bf16-compute-capability"),
-    ("tiny/fsdp/cpu", "fsdp-needs-gpu"),
-    ("pi07/fsdp/8xH100", "fsdp-fp32-model"),
-])
+@pytest.mark.parametrize(
+    "cell, rule",
+    [
+        ("pi07/zero3/8xA100", "zero3-torch-checkpointing"),
+        ("pi07/ddp/8xA100", "memory-fit"),
+        ("act/zero2/8xA100", "lerobot-no-deepspeed"),
+        ("act/ddp/8xV100", "bf16-compute-capability"),
+        ("tiny/fsdp/cpu", "fsdp-needs-gpu"),
+        ("pi07/fsdp/8xH100", "fsdp-fp32-model"),
+    ],
+)
 def test_known_rejections(cell, rule):
     assert rule in {p.rule for p in validate_target(cell).problems if p.is_error}
 
 
-@pytest.mark.parametrize("cell", [
-    "pi07/zero2/8xA100", "pi07/fsdp/8xA100", "act/fsdp/2xH100", "act/fsdp2/4xH100", "tiny/ddp/cpu",
-    "tiny/zero3/cpu", "tiny/zero3-offload/cpu", "ref-1b/fsdp2/2xH100", "smolvla/fsdp/8xH100", "pi05/zero2/8xH100",
-])
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "pi07/zero2/8xA100",
+        "pi07/fsdp/8xA100",
+        "act/fsdp/2xH100",
+        "act/fsdp2/4xH100",
+        "tiny/ddp/cpu",
+        "tiny/zero3/cpu",
+        "tiny/zero3-offload/cpu",
+        "ref-1b/fsdp2/2xH100",
+        "smolvla/fsdp/8xH100",
+        "pi05/zero2/8xH100",
+    ],
+)
 def test_known_valid(cell):
     report = validate_target(cell)
     assert report.exit_code == 0, report.lines()

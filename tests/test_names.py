@@ -11,10 +11,25 @@ def test_parse():
     assert names.parse("policy/pi07").segments == ("policy", "pi07")
 
 
-@pytest.mark.parametrize("bad", [
-    "../x", "pi07/../../etc/passwd", "/etc/passwd", "pi07//8xA100", ".hidden", "a/./b",
-    "pi07;rm -rf /", "pi07/$(id)/x", "a b", "pi07/zero2/8xA100@0", "pi07@x", "bad source:pi07", "", "pi07/`id`",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "../x",
+        "pi07/../../etc/passwd",
+        "/etc/passwd",
+        "pi07//8xA100",
+        ".hidden",
+        "a/./b",
+        "pi07;rm -rf /",
+        "pi07/$(id)/x",
+        "a b",
+        "pi07/zero2/8xA100@0",
+        "pi07@x",
+        "bad source:pi07",
+        "",
+        "pi07/`id`",
+    ],
+)
 def test_unsafe_or_malformed(bad):
     with pytest.raises(RecipeError):
         names.parse(bad)

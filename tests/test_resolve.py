@@ -8,12 +8,12 @@ import sys
 
 import pytest
 import yaml
-
 from conftest import run_cli
-from registry import sources
-from registry.checking import validate_target
+
 from registry.compose import compose
 from registry.resolve import resolve
+from registry.sharing import sources
+from registry.validate.report import validate_target
 
 CELLS = ["/".join(c) for c in itertools.product(*(sources.part_names(a) for a in ("policy", "backend", "hardware")))]
 VALID = [c for c in CELLS if validate_target(c).exit_code == 0]
@@ -52,16 +52,26 @@ def test_accelerate_yaml_loads_with_accelerates_parser(tmp_path, cell):
         assert config.distributed_type.value == "DEEPSPEED"
         assert config.deepspeed_config["deepspeed_config_file"] == "deepspeed.json"
         assert config.mixed_precision is None  # INVARIANTS 12
-        assert set(config.deepspeed_config) <= {"deepspeed_config_file", "zero3_init_flag", "deepspeed_multinode_launcher"}
+        assert set(config.deepspeed_config) <= {
+            "deepspeed_config_file",
+            "zero3_init_flag",
+            "deepspeed_multinode_launcher",
+        }
     elif kind == "fsdp":
         assert config.distributed_type.value == "FSDP"
         fsdp = config.fsdp_config
         assert fsdp["fsdp_version"] == doc["backend"]["version"]
-        assert fsdp["fsdp_transformer_layer_cls_to_wrap"].split(",")[: len(doc["policy"]["block_classes"])] == doc["policy"]["block_classes"]
+        assert (
+            fsdp["fsdp_transformer_layer_cls_to_wrap"].split(",")[: len(doc["policy"]["block_classes"])]
+            == doc["policy"]["block_classes"]
+        )
         if fsdp["fsdp_version"] == 2:
             assert "fsdp_use_orig_params" not in fsdp and isinstance(fsdp["fsdp_reshard_after_forward"], bool)
         else:
-            assert fsdp["fsdp_use_orig_params"] is True and fsdp["fsdp_reshard_after_forward"] == doc["backend"]["sharding"]
+            assert (
+                fsdp["fsdp_use_orig_params"] is True
+                and fsdp["fsdp_reshard_after_forward"] == doc["backend"]["sharding"]
+            )
     else:
         assert config.distributed_type.value in ("MULTI_GPU", "MULTI_CPU", "NO")
         assert config.mixed_precision == doc["backend"]["mixed_precision"]
@@ -97,7 +107,10 @@ def test_deepspeed_json_passes_deepspeeds_batch_check(cell, deepspeed_parser):
     hw = recipe.data["hardware"]
     world = hw["nodes"] * (hw.get("processes_per_node") or hw["gpus_per_node"])
     parsed = deepspeed_parser(config, world)
-    assert parsed.train_batch_size == config["train_micro_batch_size_per_gpu"] * config["gradient_accumulation_steps"] * world
+    assert (
+        parsed.train_batch_size
+        == config["train_micro_batch_size_per_gpu"] * config["gradient_accumulation_steps"] * world
+    )
     assert parsed.zero_optimization_stage == recipe.data["backend"]["zero_stage"]
     with pytest.raises(AssertionError, match="Check batch related parameters"):
         deepspeed_parser(config, world + 1)  # the check is real: a wrong world size fails it
@@ -113,7 +126,10 @@ def test_pi07_zero2_dry_run_acceptance():
     assert json.loads(files["deepspeed.json"])["train_batch_size"] == 160
     assert json.loads(files["opentau.json"])["dataset_mixture"]["n_obs_history"] == 6
     assert "num_processes: 8" in out and '"train_batch_size": 160' in out and '"n_obs_history": 6' in out
-    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True opentau-train --accelerate-config=accelerate.yaml --config_path=opentau.json" in out
+    assert (
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True opentau-train --accelerate-config=accelerate.yaml --config_path=opentau.json"
+        in out
+    )
 
 
 def test_opentau_config_checks_hold():
@@ -131,14 +147,19 @@ def test_act_fsdp1_and_fsdp2(tmp_path):
     two = load_accelerate(tmp_path, bundle("act/fsdp2/2xH100").files["accelerate.yaml"], "two.yaml")
     assert two.fsdp_config["fsdp_version"] == 2 and "fsdp_use_orig_params" not in two.fsdp_config
     pi07 = yaml.safe_load(bundle("pi07/fsdp2/8xA100", ["policy.dtype=float32"]).files["accelerate.yaml"])
-    assert pi07["fsdp_config"]["fsdp_transformer_layer_cls_to_wrap"] == "InterleavedDecoderLayer,SiglipEncoderLayer,SiglipVisionEmbeddings"
+    assert (
+        pi07["fsdp_config"]["fsdp_transformer_layer_cls_to_wrap"]
+        == "InterleavedDecoderLayer,SiglipEncoderLayer,SiglipVisionEmbeddings"
+    )
 
 
 def test_lerobot_flags():
     text = bundle("act/ddp/8xA100").files["launch.sh"]
     assert 'accelerate launch --config_file accelerate.yaml "$(command -v lerobot-train)" --policy.type=act' in text
     assert "--batch_size=8 " in text and "--policy.push_to_hub=false" in text and "--output_dir=output" in text
-    pushed = bundle("act/ddp/8xA100", ["trainer.lerobot.push_to_hub=true", "trainer.lerobot.repo_id=org/act"]).files["launch.sh"]
+    pushed = bundle("act/ddp/8xA100", ["trainer.lerobot.push_to_hub=true", "trainer.lerobot.repo_id=org/act"]).files[
+        "launch.sh"
+    ]
     assert "--policy.push_to_hub=true --policy.repo_id=org/act" in pushed
 
 
@@ -149,9 +170,18 @@ def test_lerobot_rejects_deepspeed():
 
 
 def test_command_trainer_fills_templates(tmp_path):
-    files = bundle("tiny/zero2/cpu", ["trainer.kind=command", "trainer.command.program=my-train",
-                                      "trainer.command.args=['--bs={train.micro_batch_size}', '--out={output_dir}', '--world={world_size}', '--note=a b;c']"]).files
-    assert "exec accelerate launch --config_file accelerate.yaml --no_python my-train --bs=16 --out=output --world=2 '--note=a b;c'" in files["launch.sh"]
+    files = bundle(
+        "tiny/zero2/cpu",
+        [
+            "trainer.kind=command",
+            "trainer.command.program=my-train",
+            "trainer.command.args=['--bs={train.micro_batch_size}', '--out={output_dir}', '--world={world_size}', '--note=a b;c']",
+        ],
+    ).files
+    assert (
+        "exec accelerate launch --config_file accelerate.yaml --no_python my-train --bs=16 --out=output --world=2 '--note=a b;c'"
+        in files["launch.sh"]
+    )
 
 
 def test_deterministic_and_torch_free(tmp_path):
@@ -168,10 +198,17 @@ def test_deterministic_and_torch_free(tmp_path):
     assert lock["overrides"] == ["train.steps=10"] and lock["resolved"]["train"]["steps"] == 10
     assert [i["file"] for i in lock["inputs"]][-1] == "pi07/zero2/8xA100.yaml"
     assert all(len(i["sha256"]) == 64 for i in lock["inputs"])
-    code = ("import sys, runpy\nsys.argv=['recipe','resolve','pi07/zero2/8xA100','-o',sys.argv[1]]\n"
-            "try:\n    runpy.run_module('registry', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch','accelerate','deepspeed')))")
-    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "c")], capture_output=True, text=True, cwd=run_cli.__globals__["ROOT"])
+    code = (
+        "import sys, runpy\nsys.argv=['recipe','resolve','pi07/zero2/8xA100','-o',sys.argv[1]]\n"
+        "try:\n    runpy.run_module('registry', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch','accelerate','deepspeed')))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "c")],
+        capture_output=True,
+        text=True,
+        cwd=run_cli.__globals__["ROOT"],
+    )
     assert r.stdout.strip().splitlines()[-1] == "[]"
 
 
@@ -181,7 +218,7 @@ def test_env_values_are_quoted(tmp_path):
     value = f"$(touch {marker}); `touch {marker}` ' \" \\ ;|&"
     r = run_cli("resolve", "tiny/zero2/cpu", f"env.TRICKY={json.dumps(value)}", "-o", str(out))
     assert r.returncode == 0, r.stderr
-    script = (out / "launch.sh").read_text().replace("exec accelerate", "printf %s \"$TRICKY\" #")
+    script = (out / "launch.sh").read_text().replace("exec accelerate", 'printf %s "$TRICKY" #')
     path = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]  # where accelerate is installed
     got = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env={**os.environ, "PATH": path})
     assert got.stdout == value and not marker.exists()
@@ -191,22 +228,44 @@ def test_multi_node_launch_and_slurm(tmp_path):
     from accelerate.commands.config.config_args import load_config_from_file
 
     out = tmp_path / "mn"
-    r = run_cli("resolve", "pi07/zero2/2x8xH100", "launch.launcher=slurm", "launch.slurm={partition: gpu, time: '24:00:00'}", "-o", str(out))
+    r = run_cli(
+        "resolve",
+        "pi07/zero2/2x8xH100",
+        "launch.launcher=slurm",
+        "launch.slurm={partition: gpu, time: '24:00:00'}",
+        "-o",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr
     sbatch = (out / "slurm.sbatch").read_text()
-    assert "#SBATCH --nodes=2" in sbatch and "#SBATCH --gpus-per-node=8" in sbatch and "#SBATCH --partition=gpu" in sbatch
+    assert (
+        "#SBATCH --nodes=2" in sbatch and "#SBATCH --gpus-per-node=8" in sbatch and "#SBATCH --partition=gpu" in sbatch
+    )
     assert "srun --ntasks-per-node=1" in sbatch and "bash ./launch.sh" in sbatch
-    assert json.loads((out / "deepspeed.json").read_text())["train_batch_size"] == 2 * 16  # micro 2 (untuned) x 16 ranks
+    assert (
+        json.loads((out / "deepspeed.json").read_text())["train_batch_size"] == 2 * 16
+    )  # micro 2 (untuned) x 16 ranks
     script = (out / "launch.sh").read_text()
-    assert "--accelerate-config=accelerate.node-\"${MACHINE_RANK}\".yaml" in script
+    assert '--accelerate-config=accelerate.node-"${MACHINE_RANK}".yaml' in script
     # run the node preamble as node 1 and load that node's yaml with accelerate's parser
     preamble = script.split("if ! command -v")[0]
     env = {**os.environ, "MACHINE_RANK": "1", "MAIN_PROCESS_IP": "10.1.2.3", "MAIN_PROCESS_PORT": "29600"}
     subprocess.run(["bash", "-c", preamble + "\n", str(out / "launch.sh")], check=True, env=env, cwd=out)
     # bash -c runs with $0 = launch.sh, so the preamble's cd lands in the run directory
     node = load_config_from_file(str(out / "accelerate.node-1.yaml"))
-    assert (node.machine_rank, node.main_process_ip, node.main_process_port, node.num_machines, node.num_processes) == (1, "10.1.2.3", 29600, 2, 16)
-    bad = subprocess.run(["bash", "-c", preamble, str(out / "launch.sh")], env={**env, "MAIN_PROCESS_IP": "x;rm -rf /"}, capture_output=True, text=True)
+    assert (node.machine_rank, node.main_process_ip, node.main_process_port, node.num_machines, node.num_processes) == (
+        1,
+        "10.1.2.3",
+        29600,
+        2,
+        16,
+    )
+    bad = subprocess.run(
+        ["bash", "-c", preamble, str(out / "launch.sh")],
+        env={**env, "MAIN_PROCESS_IP": "x;rm -rf /"},
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "MAIN_PROCESS_IP" in bad.stderr
 
 

@@ -6,9 +6,9 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, run_cli
 
 STANDIN = """#!/usr/bin/env bash
@@ -36,22 +36,41 @@ def standin(tmp_path):
     program.chmod(0o755)
     out = tmp_path / "out"
     out.mkdir()
-    env = {"PATH": f"{bin_dir}{os.pathsep}{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}", "STANDIN_OUT": str(out)}
+    env = {
+        "PATH": f"{bin_dir}{os.pathsep}{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}",
+        "STANDIN_OUT": str(out),
+    }
     return env, out
 
 
 def test_run_passes_argv_env_output_and_exit_code(tmp_path, standin):
     env, out = standin
     run_dir = tmp_path / "run"
-    r = run_cli("run", "pi07/zero2/8xA100", "train.steps=3", "--allow-hardware-mismatch", "--output-dir", str(run_dir),
-                env={**env, "STANDIN_EXIT": "3"})
+    r = run_cli(
+        "run",
+        "pi07/zero2/8xA100",
+        "train.steps=3",
+        "--allow-hardware-mismatch",
+        "--output-dir",
+        str(run_dir),
+        env={**env, "STANDIN_EXIT": "3"},
+    )
     assert r.returncode == 3, r.stderr
     assert "standin says hello" in r.stdout
-    assert (out / "argv").read_text().splitlines() == ["--accelerate-config=accelerate.yaml", "--config_path=opentau.json"]
+    assert (out / "argv").read_text().splitlines() == [
+        "--accelerate-config=accelerate.yaml",
+        "--config_path=opentau.json",
+    ]
     assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in (out / "env").read_text().splitlines()
     assert (out / "cwd").read_text().strip() == str(run_dir.resolve())
     assert sorted(p.name for p in run_dir.iterdir()) == [
-        "accelerate.yaml", "deepspeed.json", "launch.log", "launch.sh", "opentau.json", "recipe.lock.yaml"]
+        "accelerate.yaml",
+        "deepspeed.json",
+        "launch.log",
+        "launch.sh",
+        "opentau.json",
+        "recipe.lock.yaml",
+    ]
     assert "standin says hello" in (run_dir / "launch.log").read_text()
     again = run_cli("run", "pi07/zero2/8xA100", "--allow-hardware-mismatch", "--output-dir", str(run_dir), env=env)
     assert again.returncode == 2 and "not empty" in again.stderr  # a run directory is never reused
@@ -60,8 +79,20 @@ def test_run_passes_argv_env_output_and_exit_code(tmp_path, standin):
 def test_ctrl_c_stops_every_rank(tmp_path, standin):
     env, out = standin
     proc = subprocess.Popen(
-        [sys.executable, "-m", "registry", "run", "pi07/zero2/8xA100", "--allow-hardware-mismatch", "--output-dir", str(tmp_path / "run")],
-        cwd=ROOT, env={**os.environ, **env, "STANDIN_SLEEP": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "registry",
+            "run",
+            "pi07/zero2/8xA100",
+            "--allow-hardware-mismatch",
+            "--output-dir",
+            str(tmp_path / "run"),
+        ],
+        cwd=ROOT,
+        env={**os.environ, **env, "STANDIN_SLEEP": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     deadline = time.time() + 30
     while not (out / "started").exists() and time.time() < deadline:
@@ -72,7 +103,7 @@ def test_ctrl_c_stops_every_rank(tmp_path, standin):
     assert proc.wait(timeout=30) == 130
     assert (out / "signal").read_text().strip() == "terminated"  # the launcher got SIGTERM
     for _ in range(100):  # and its own children are gone too
-        if not os.path.exists(f"/proc/{child}") or open(f"/proc/{child}/stat").read().split()[2] == "Z":
+        if not os.path.exists(f"/proc/{child}") or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z":
             break
         time.sleep(0.05)
     else:
@@ -103,7 +134,7 @@ def test_invalid_recipe_is_not_launched(tmp_path, standin):
 
 def test_machine_mismatch_rules():
     from registry.compose import compose
-    from registry.machine import GPU, mismatch
+    from registry.run.machine import GPU, mismatch
 
     doc = compose("pi07/zero2/8xA100").data
     assert mismatch(doc, [GPU("NVIDIA A100-SXM4-80GB", 81920)] * 8) is None

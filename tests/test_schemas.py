@@ -6,7 +6,8 @@ import re
 import pytest
 from jsonschema import Draft202012Validator
 
-from registry.sources import SCHEMA_DIR, bundled
+from registry.files import SCHEMA_DIR
+from registry.sharing.sources import bundled
 from registry.validate.schemas import SECTIONS
 
 SCHEMAS = sorted(SCHEMA_DIR.glob("*.schema.json"))
@@ -37,5 +38,7 @@ def test_every_recipe_file_binds_a_schema_in_the_repo(path):
 def test_sections_reject_unknown_keys_but_options_are_open():
     from registry.validate import ROOT, validate
 
-    assert validate({"policy": {"options": {"anything": 1}}, "trainer": {"opentau": {"config": {"x": 1}}}}, {}, ROOT) == []
+    assert (
+        validate({"policy": {"options": {"anything": 1}}, "trainer": {"opentau": {"config": {"x": 1}}}}, {}, ROOT) == []
+    )
     assert [p.rule for p in validate({"policy": {"nope": 1}}, {}, ROOT)] == ["unknown-key"]

@@ -9,12 +9,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT, run_cli
 
 DATA = Path(__file__).parent / "data"
-GIT_ENV = {"GIT_AUTHOR_NAME": "A", "GIT_AUTHOR_EMAIL": "a@example.com", "GIT_COMMITTER_NAME": "A",
-           "GIT_COMMITTER_EMAIL": "a@example.com", "HOME": "/tmp"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "A",
+    "GIT_AUTHOR_EMAIL": "a@example.com",
+    "GIT_COMMITTER_NAME": "A",
+    "GIT_COMMITTER_EMAIL": "a@example.com",
+    "HOME": "/tmp",
+}
 
 
 def git(*args, cwd):
@@ -76,8 +80,12 @@ def test_two_teams_share_an_immutable_version(tmp_path, team_a):
     assert pinned["train"]["micro_batch_size"] == 20 and pinned["recipe"]["version"] == 1
     assert newest["train"]["micro_batch_size"] == 16 and newest["recipe"]["version"] == 2
     assert "results" not in newest  # measured at micro batch 20, so not carried into @2
-    assert lock_of(run_cli("run", "team-a:pi07/zero2/8xA100@1", "--dry-run", env=b).stdout).split("sources:")[1].split("inputs:")[1] == \
-        lock_of(dry_a.stdout).split("sources:")[1].split("inputs:")[1]  # @1 resolves to the same files after @2 exists
+    assert (
+        lock_of(run_cli("run", "team-a:pi07/zero2/8xA100@1", "--dry-run", env=b).stdout)
+        .split("sources:")[1]
+        .split("inputs:")[1]
+        == lock_of(dry_a.stdout).split("sources:")[1].split("inputs:")[1]
+    )  # @1 resolves to the same files after @2 exists
     history = run_cli("history", "pi07/zero2/8xA100", env=b).stdout
     assert "team-a:pi07/zero2/8xA100@1" in history and "team-a:pi07/zero2/8xA100@2" in history
     listing = run_cli("list", "--sources", env=b).stdout
@@ -92,14 +100,22 @@ def test_edited_version_fails_validation(tmp_path, team_a):
     version.write_text(version.read_text().replace("micro_batch_size: 20", "micro_batch_size: 24"))
     r = run_cli("validate", "--all", env=a)
     assert r.returncode == 1
-    assert f"{version}: error[hash-mismatch] published version team-a:pi07/zero2/8xA100@1 was changed after publishing" in r.stdout
+    assert (
+        f"{version}: error[hash-mismatch] published version team-a:pi07/zero2/8xA100@1 was changed after publishing"
+        in r.stdout
+    )
     assert run_cli("show", "team-a:pi07/zero2/8xA100@1", env=a).returncode == 1
 
 
 def test_concurrent_publishes_lose_nothing(tmp_path, team_a):
     _, work, a = team_a
     with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda i: run_cli("publish", "tiny/ddp/cpu", f"train.steps={100 + i}", "--to", "team-a", env=a), range(4)))
+        results = list(
+            pool.map(
+                lambda i: run_cli("publish", "tiny/ddp/cpu", f"train.steps={100 + i}", "--to", "team-a", env=a),
+                range(4),
+            )
+        )
     assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
     index = yaml.safe_load((work / "recipes" / "index.yaml").read_text())["versions"]["tiny/ddp/cpu"]
     assert sorted(e["version"] for e in index) == [1, 2, 3, 4]
@@ -142,9 +158,14 @@ def test_diff_names_both_origins():
     r = run_cli("diff", "pi07/zero2/8xA100", "pi07/fsdp/8xA100")
     assert r.returncode == 1
     lines = r.stdout.splitlines()
-    kind = next(l for l in lines if l.startswith("backend.kind:"))
+    kind = next(s for s in lines if s.startswith("backend.kind:"))
     assert kind == "backend.kind: deepspeed (recipes/backend/zero2.yaml:5:3) -> fsdp (recipes/backend/fsdp.yaml:5:3)"
-    assert any(l.startswith("train.micro_batch_size: 20 (recipes/pi07/zero2/8xA100.yaml:18:3) -> 8 (recipes/pi07/fsdp/8xA100.yaml:") for l in lines)
+    assert any(
+        s.startswith(
+            "train.micro_batch_size: 20 (recipes/pi07/zero2/8xA100.yaml:18:3) -> 8 (recipes/pi07/fsdp/8xA100.yaml:"
+        )
+        for s in lines
+    )
     assert run_cli("diff", "tiny/ddp/cpu", "tiny/ddp/cpu").returncode == 0
 
 
@@ -172,8 +193,17 @@ def resolved_accelerate(tmp_path, recipe_file):
 
 
 def test_import_reports_checkpointing_under_zero3(tmp_path):
-    r = run_cli("import", "--accelerate-config", str(DATA / "accelerate_zero3.yaml"), "--trainer", "opentau",
-                "--trainer-config", str(DATA / "opentau_pi07.json"), "-o", str(tmp_path / "bad.yaml"))
+    r = run_cli(
+        "import",
+        "--accelerate-config",
+        str(DATA / "accelerate_zero3.yaml"),
+        "--trainer",
+        "opentau",
+        "--trainer-config",
+        str(DATA / "opentau_pi07.json"),
+        "-o",
+        str(tmp_path / "bad.yaml"),
+    )
     assert r.returncode == 1 and "error[zero3-torch-checkpointing] policy.gradient_checkpointing" in r.stdout
 
 
@@ -181,8 +211,17 @@ def test_import_consistent_pair_round_trips(tmp_path):
     from accelerate.commands.config.config_args import load_config_from_file
 
     dest = tmp_path / "good.yaml"
-    r = run_cli("import", "--accelerate-config", str(DATA / "accelerate_zero2.yaml"), "--trainer", "opentau",
-                "--trainer-config", str(DATA / "opentau_pi07.json"), "-o", str(dest))
+    r = run_cli(
+        "import",
+        "--accelerate-config",
+        str(DATA / "accelerate_zero2.yaml"),
+        "--trainer",
+        "opentau",
+        "--trainer-config",
+        str(DATA / "opentau_pi07.json"),
+        "-o",
+        str(dest),
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     original = load_config_from_file(str(DATA / "accelerate_zero2.yaml"))
     config, out = resolved_accelerate(tmp_path, dest)
@@ -203,14 +242,38 @@ def test_import_lerobot_fsdp_round_trips(tmp_path):
     from accelerate.commands.config.config_args import load_config_from_file
 
     dest = tmp_path / "act.yaml"
-    r = run_cli("import", "--accelerate-config", str(DATA / "accelerate_fsdp.yaml"), "--trainer", "lerobot", "--gpu", "H100-SXM",
-                "--trainer-args", "--policy.type=act --dataset.repo_id=lerobot/aloha_sim_insertion_human --batch_size=8 --steps=1000 --eval_freq=0",
-                "-o", str(dest))
+    r = run_cli(
+        "import",
+        "--accelerate-config",
+        str(DATA / "accelerate_fsdp.yaml"),
+        "--trainer",
+        "lerobot",
+        "--gpu",
+        "H100-SXM",
+        "--trainer-args",
+        "--policy.type=act --dataset.repo_id=lerobot/aloha_sim_insertion_human --batch_size=8 --steps=1000 --eval_freq=0",
+        "-o",
+        str(dest),
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     original = load_config_from_file(str(DATA / "accelerate_fsdp.yaml"))
     config, out = resolved_accelerate(tmp_path, dest)
-    assert (config.distributed_type, config.num_processes, config.mixed_precision) == (original.distributed_type, 2, "bf16")
-    for key in ("fsdp_version", "fsdp_transformer_layer_cls_to_wrap", "fsdp_reshard_after_forward", "fsdp_use_orig_params", "fsdp_state_dict_type"):
+    assert (config.distributed_type, config.num_processes, config.mixed_precision) == (
+        original.distributed_type,
+        2,
+        "bf16",
+    )
+    for key in (
+        "fsdp_version",
+        "fsdp_transformer_layer_cls_to_wrap",
+        "fsdp_reshard_after_forward",
+        "fsdp_use_orig_params",
+        "fsdp_state_dict_type",
+    ):
         assert config.fsdp_config[key] == original.fsdp_config[key], key
     script = (out / "launch.sh").read_text()
-    assert "--batch_size=8" in script and "--eval_freq=0" in script and "--dataset.repo_id=lerobot/aloha_sim_insertion_human" in script
+    assert (
+        "--batch_size=8" in script
+        and "--eval_freq=0" in script
+        and "--dataset.repo_id=lerobot/aloha_sim_insertion_human" in script
+    )

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import run_cli
 from safetensors.torch import load_file
 
-from conftest import run_cli
 from registry.train import CRASH_AFTER
 from registry.train.policy import build
 
@@ -33,7 +33,9 @@ def runs(tmp_path_factory):
         whole, broken = base / "whole", base / "broken"
         r = run_cli("run", f"tiny/{backend}/cpu", *STEPS, "--output-dir", str(whole), timeout=600)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        crashed = run_cli("run", f"tiny/{backend}/cpu", *STEPS, "--output-dir", str(broken), env={CRASH_AFTER: "6"}, timeout=600)
+        crashed = run_cli(
+            "run", f"tiny/{backend}/cpu", *STEPS, "--output-dir", str(broken), env={CRASH_AFTER: "6"}, timeout=600
+        )
         assert crashed.returncode != 0
         assert (broken / "checkpoints" / "last").resolve().name == "000006"
         resumed = run_cli("run", f"tiny/{backend}/cpu", *STEPS, "--resume", str(broken), timeout=600)
@@ -94,7 +96,15 @@ def assert_consolidated(run: Path):
 
 def test_lazy_policy_under_zero3_offload(tmp_path):
     run = tmp_path / "lazy"
-    r = run_cli("run", "tiny-lazy/zero3-offload/cpu", "train.steps=8", "train.log_every=1", "--output-dir", str(run), timeout=600)
+    r = run_cli(
+        "run",
+        "tiny-lazy/zero3-offload/cpu",
+        "train.steps=8",
+        "train.log_every=1",
+        "--output-dir",
+        str(run),
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert records(run)[0]["distributed_type"] == "DEEPSPEED"
     assert_consolidated(run)
@@ -102,7 +112,9 @@ def test_lazy_policy_under_zero3_offload(tmp_path):
 
 def test_two_nodes_on_localhost(tmp_path):
     run = tmp_path / "nodes"
-    r = run_cli("run", "tiny/ddp/2x1", "train.steps=6", "launch.main_process_port=29517", "--output-dir", str(run), timeout=600)
+    r = run_cli(
+        "run", "tiny/ddp/2x1", "train.steps=6", "launch.main_process_port=29517", "--output-dir", str(run), timeout=600
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     start = records(run)[0]
     assert start["world_size"] == 2 and start["ranks"][0]["first_batch"] != start["ranks"][1]["first_batch"]
@@ -112,5 +124,13 @@ def test_two_nodes_on_localhost(tmp_path):
 
 def test_resume_refuses_a_changed_recipe(runs):
     _, broken = runs["ddp"]
-    r = run_cli("run", "tiny/ddp/cpu", "train.steps=13", "train.log_every=1", "train.checkpoint.every=6", "--resume", str(broken))
+    r = run_cli(
+        "run",
+        "tiny/ddp/cpu",
+        "train.steps=13",
+        "train.log_every=1",
+        "train.checkpoint.every=6",
+        "--resume",
+        str(broken),
+    )
     assert r.returncode == 2 and "resolves differently" in r.stderr

@@ -1,11 +1,11 @@
 """Resolution: a valid recipe -> the files its launchers take as-is.
 
-    accelerate.yaml    accelerate's own config (not for LeRobot's parallelism API)
-    deepspeed.json     DeepSpeed backends
-    <trainer config>   train_config.json | opentau.json (LeRobot and command take flags)
-    launch.sh          the exact argv and environment
-    slurm.sbatch       when launch.launcher is slurm
-    recipe.lock.yaml   the resolved recipe, input and output hashes, tool version
+accelerate.yaml    accelerate's own config (not for LeRobot's parallelism API)
+deepspeed.json     DeepSpeed backends
+<trainer config>   train_config.json | opentau.json (LeRobot and command take flags)
+launch.sh          the exact argv and environment
+slurm.sbatch       when launch.launcher is slurm
+recipe.lock.yaml   the resolved recipe, input and output hashes, tool version
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 import yaml
 
-from ..compose import Recipe
-from ..errors import RecipeError
-from ..trainers import invocation
-from . import launch
-from .accelerate import DEEPSPEED_JSON, accelerate_config
-from .deepspeed import deepspeed_config
-from .lock import LOCK, lock
+from registry.compose import Recipe
+from registry.errors import RecipeError
+from registry.resolve import launch
+from registry.resolve.accelerate import DEEPSPEED_JSON, accelerate_config
+from registry.resolve.deepspeed import deepspeed_config
+from registry.resolve.lock import LOCK, lock
+from registry.trainers.base import invocation
 
 
 @dataclass(frozen=True)

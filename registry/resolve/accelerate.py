@@ -3,7 +3,7 @@ part, and DeepSpeed settings left to the DeepSpeed JSON (INVARIANTS 12, 15)."""
 
 from __future__ import annotations
 
-from ..memory import world_size
+from registry.topology import world_size
 
 DEEPSPEED_JSON = "deepspeed.json"
 
@@ -46,7 +46,9 @@ def accelerate_config(doc: dict) -> dict:
         config["deepspeed_config"] = _deepspeed_section(doc)
     if kind == "FSDP":
         config["fsdp_config"] = fsdp_section(doc)
-    config.update({k: v for k, v in (backend.get("accelerate") or {}).items() if k not in config or not isinstance(v, dict)})
+    config.update(
+        {k: v for k, v in (backend.get("accelerate") or {}).items() if k not in config or not isinstance(v, dict)}
+    )
     return config
 
 
@@ -74,7 +76,9 @@ def fsdp_section(doc: dict) -> dict:
         section["fsdp_min_num_params"] = int(backend.get("min_num_params", 100_000_000))
     if version == 1:
         # accelerate 1.x takes the FSDP1 sharding strategy as reshard_after_forward (INVARIANTS 8)
-        section["fsdp_reshard_after_forward"] = backend.get("reshard_after_forward") or backend.get("sharding", "FULL_SHARD")
+        section["fsdp_reshard_after_forward"] = backend.get("reshard_after_forward") or backend.get(
+            "sharding", "FULL_SHARD"
+        )
         section["fsdp_use_orig_params"] = bool(backend.get("use_orig_params", True))
         section["fsdp_forward_prefetch"] = bool(backend.get("forward_prefetch", False))
         section["fsdp_backward_prefetch"] = backend.get("backward_prefetch") or "NO_PREFETCH"
@@ -83,6 +87,8 @@ def fsdp_section(doc: dict) -> dict:
     section["fsdp_state_dict_type"] = backend.get("state_dict_type", "SHARDED_STATE_DICT")
     section["fsdp_offload_params"] = bool(backend.get("offload_params", False))
     section["fsdp_cpu_ram_efficient_loading"] = bool(backend.get("cpu_ram_efficient_loading", False))
-    section["fsdp_sync_module_states"] = bool(backend.get("sync_module_states", True)) or section["fsdp_cpu_ram_efficient_loading"]
+    section["fsdp_sync_module_states"] = (
+        bool(backend.get("sync_module_states", True)) or section["fsdp_cpu_ram_efficient_loading"]
+    )
     section["fsdp_activation_checkpointing"] = bool(backend.get("activation_checkpointing", False))
     return section

@@ -3,7 +3,7 @@ offload with its NVMe paths (INVARIANTS 15) and the 16-bit gather for ZeRO-3 sav
 
 from __future__ import annotations
 
-from ..memory import world_size
+from registry.topology import world_size
 
 
 def deepspeed_config(doc: dict) -> dict | None:
@@ -23,7 +23,10 @@ def deepspeed_config(doc: dict) -> dict | None:
         config["gradient_clipping"] = float(clip)
     precision = backend.get("mixed_precision", "no")
     config["bf16"] = {"enabled": precision == "bf16"}
-    config["fp16"] = {"enabled": precision == "fp16", **({"loss_scale": 0, "initial_scale_power": 16} if precision == "fp16" else {})}
+    config["fp16"] = {
+        "enabled": precision == "fp16",
+        **({"loss_scale": 0, "initial_scale_power": 16} if precision == "fp16" else {}),
+    }
     zero: dict = {"stage": stage}
     for key in ("overlap_comm", "contiguous_gradients", "reduce_bucket_size", "allgather_bucket_size"):
         if key in backend:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import shlex
 
-from .. import __version__
-from ..trainers import Context, Invocation, Raw
+from registry import __version__
+from registry.trainers.base import Context, Invocation, Raw
 
 SCRIPT = "launch.sh"
 SBATCH = "slurm.sbatch"

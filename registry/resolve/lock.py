@@ -8,9 +8,10 @@ from pathlib import Path
 
 import yaml
 
-from .. import __version__, sources
-from ..compose import Recipe
-from ..load import display_path
+from registry import __version__
+from registry.compose import Recipe
+from registry.load import display_path
+from registry.sharing import sources
 
 LOCK = "recipe.lock.yaml"
 
@@ -27,7 +28,7 @@ def input_entry(path: Path) -> dict:
 
 def source_commits(paths: list[Path]) -> dict[str, dict]:
     """For each source the inputs came from, the git commit that holds them unmodified."""
-    from .. import git
+    from registry.sharing import git
 
     by_source: dict[str, list[Path]] = {}
     for path in paths:
@@ -37,7 +38,11 @@ def source_commits(paths: list[Path]) -> dict[str, dict]:
     out = {}
     for name, files in by_source.items():
         commits = {git.committed(f) for f in files}
-        out[name] = {"commit": commits.pop()} if len(commits) == 1 and None not in commits else {"commit": None, "note": "uncommitted changes"}
+        out[name] = (
+            {"commit": commits.pop()}
+            if len(commits) == 1 and None not in commits
+            else {"commit": None, "note": "uncommitted changes"}
+        )
     return out
 
 

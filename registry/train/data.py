@@ -44,7 +44,9 @@ class Synthetic:
         }
 
 
-def indices(step: int, micro_step: int, accumulation: int, rank: int, world: int, micro: int, samples: int, seed: int) -> torch.Tensor:
+def indices(
+    step: int, micro_step: int, accumulation: int, rank: int, world: int, micro: int, samples: int, seed: int
+) -> torch.Tensor:
     """The sample indices of one rank's micro batch: epoch-wise permutations, rank-disjoint
     slices. A pure function of the position, so a resumed run sees exactly the same data."""
     per_step = world * micro

@@ -14,10 +14,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from . import CRASH_AFTER, PHASES, RESUME, checkpoint
-from .data import Synthetic, indices
-from .metrics import Log, Phases
-from .policy import build
+from registry.train import CRASH_AFTER, PHASES, RESUME, checkpoint
+from registry.train.data import Synthetic, indices
+from registry.train.metrics import Log, Phases
+from registry.train.policy import build
 
 
 def make_accelerator(doc: dict):
@@ -101,33 +101,70 @@ def start(doc: dict, run_dir: Path) -> Session:
             model(sample["images"].cpu(), sample["state"].cpu())
     param_numel = sum(p.numel() for p in model.parameters())
     opt = train_cfg.get("optimizer", {})
-    optimizer = torch.optim.AdamW(model.parameters(), lr=float(opt.get("lr", 1e-4)), betas=tuple(opt.get("betas", (0.9, 0.999))),
-                                  eps=float(opt.get("eps", 1e-8)), weight_decay=float(opt.get("weight_decay", 0.0)))
+    optimizer = torch.optim.AdamW(
+        model.parameters(),
+        lr=float(opt.get("lr", 1e-4)),
+        betas=tuple(opt.get("betas", (0.9, 0.999))),
+        eps=float(opt.get("eps", 1e-8)),
+        weight_decay=float(opt.get("weight_decay", 0.0)),
+    )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule(doc))
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
 
-    deepspeed_half = accelerator.distributed_type.value == "DEEPSPEED" and accelerator.mixed_precision in ("bf16", "fp16")
+    deepspeed_half = accelerator.distributed_type.value == "DEEPSPEED" and accelerator.mixed_precision in (
+        "bf16",
+        "fp16",
+    )
     # DeepSpeed casts the model and accelerate does not autocast: inputs are cast here (INVARIANTS 21).
-    input_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[accelerator.mixed_precision] if deepspeed_half else torch.float32
+    input_dtype = (
+        {"bf16": torch.bfloat16, "fp16": torch.float16}[accelerator.mixed_precision]
+        if deepspeed_half
+        else torch.float32
+    )
     options = doc["trainer"].get("builtin", {})
     phases = Phases(accelerator.device, bool(options.get("phase_timing", accelerator.device.type == "cpu")))
-    log = Log(run_dir / "metrics.jsonl", accelerator.is_main_process, int(train_cfg["steps"]), bool(options.get("progress", True)))
+    log = Log(
+        run_dir / "metrics.jsonl",
+        accelerator.is_main_process,
+        int(train_cfg["steps"]),
+        bool(options.get("progress", True)),
+    )
     session = Session(doc, run_dir, accelerator, model, optimizer, scheduler, data, log, phases, input_dtype)
     if os.environ.get(RESUME):
         session.step = checkpoint.load(accelerator, optimizer, Path(os.environ[RESUME]))
     rank, world = accelerator.process_index, accelerator.num_processes
     micro, accumulation = int(train_cfg["micro_batch_size"]), int(train_cfg.get("gradient_accumulation_steps", 1))
     first = indices(session.step, 0, accumulation, rank, world, micro, data.samples, data.seed).tolist()
-    info = {"rank": rank, "first_batch": first, "local_param_numel": sum(local_numel(p) for p in model.parameters()), "param_numel": param_numel}
-    log.write({"event": "resume" if session.step else "start", "step": session.step, "world_size": world,
-               "distributed_type": accelerator.distributed_type.value, "mixed_precision": accelerator.mixed_precision,
-               "param_numel": param_numel, "ranks": _gather_objects(info, world)})
+    info = {
+        "rank": rank,
+        "first_batch": first,
+        "local_param_numel": sum(local_numel(p) for p in model.parameters()),
+        "param_numel": param_numel,
+    }
+    log.write(
+        {
+            "event": "resume" if session.step else "start",
+            "step": session.step,
+            "world_size": world,
+            "distributed_type": accelerator.distributed_type.value,
+            "mixed_precision": accelerator.mixed_precision,
+            "param_numel": param_numel,
+            "ranks": _gather_objects(info, world),
+        }
+    )
     return session
 
 
 def fit(s: Session, until: int) -> None:
     """Train from s.step to `until`: accumulation, clipping, logging, checkpoints."""
-    accelerator, model, optimizer, scheduler, data, phases = s.accelerator, s.model, s.optimizer, s.scheduler, s.data, s.phases
+    accelerator, model, optimizer, scheduler, data, phases = (
+        s.accelerator,
+        s.model,
+        s.optimizer,
+        s.scheduler,
+        s.data,
+        s.phases,
+    )
     train_cfg = s.doc["train"]
     rank, world = accelerator.process_index, accelerator.num_processes
     micro = int(train_cfg["micro_batch_size"])
@@ -147,7 +184,9 @@ def fit(s: Session, until: int) -> None:
         for m in range(accumulation):
             phases.start()
             with accelerator.accumulate(model):
-                batch = data.batch(indices(s.step, m, accumulation, rank, world, micro, data.samples, data.seed), s.input_dtype)
+                batch = data.batch(
+                    indices(s.step, m, accumulation, rank, world, micro, data.samples, data.seed), s.input_dtype
+                )
                 phases.mark("data")
                 prediction = model(batch["images"], batch["state"])
                 loss = F.mse_loss(prediction.float(), batch["actions"])
@@ -164,14 +203,24 @@ def fit(s: Session, until: int) -> None:
         s.step += 1
         window_steps += 1
         if s.step % log_every == 0 or s.step == steps:
-            record = _report(accelerator, s.step, window_loss, window_steps, time.perf_counter() - window_start, phases,
-                             micro * accumulation * world, scheduler.get_last_lr()[0])
+            record = _report(
+                accelerator,
+                s.step,
+                window_loss,
+                window_steps,
+                time.perf_counter() - window_start,
+                phases,
+                micro * accumulation * world,
+                scheduler.get_last_lr()[0],
+            )
             s.log.write(record)
             s.log.progress(s.step, record, window_steps)
             window_loss.zero_()
             window_start, window_steps = time.perf_counter(), 0
         if (every and s.step % every == 0) or s.step == steps:
-            saved = checkpoint.save(accelerator, model, s.run_dir, s.step, consolidated=consolidated, resumable=resumable)
+            saved = checkpoint.save(
+                accelerator, model, s.run_dir, s.step, consolidated=consolidated, resumable=resumable
+            )
             s.log.write({"event": "checkpoint", "step": s.step, "path": str(saved.relative_to(s.run_dir))})
             window_start = time.perf_counter()  # checkpoint time is not step time
         if crash_after and s.step == crash_after:
@@ -201,8 +250,10 @@ def probe(accelerator, model, data: Synthetic, folder: Path, dtype: torch.dtype)
     if accelerator.is_main_process and folder.exists():
         from safetensors.torch import save_file
 
-        save_file({"images": batch["images"].float().cpu(), "state": batch["state"].float().cpu(), "actions": outputs.cpu()},
-                  str(folder / "probe.safetensors"))
+        save_file(
+            {"images": batch["images"].float().cpu(), "state": batch["state"].float().cpu(), "actions": outputs.cpu()},
+            str(folder / "probe.safetensors"),
+        )
     accelerator.wait_for_everyone()
     model.train()
 
@@ -213,17 +264,22 @@ def _report(accelerator, step, window_loss, window_steps, elapsed, phases, globa
         torch.cuda.synchronize()
     allocated, reserved = phases.peak_memory()
     timings, peaks = phases.take()
-    stats = torch.tensor([elapsed, allocated, reserved, phases.resident, *timings, *peaks], dtype=torch.float64, device=device)
+    stats = torch.tensor(
+        [elapsed, allocated, reserved, phases.resident, *timings, *peaks], dtype=torch.float64, device=device
+    )
     worst = _all_reduce_max(stats)  # the slowest rank's time, the fullest rank's memory
     loss = accelerator.reduce(window_loss.clone(), reduction="mean").item() / window_steps
     slowest = worst[0].item()
     record = {
-        "step": step, "loss": loss, "lr": lr,
+        "step": step,
+        "loss": loss,
+        "lr": lr,
         "samples_per_s": global_batch * window_steps / slowest if slowest > 0 else 0.0,
         "step_time_s": slowest / window_steps,
-        "peak_allocated_gib": worst[1].item(), "peak_reserved_gib": worst[2].item(),
+        "peak_allocated_gib": worst[1].item(),
+        "peak_reserved_gib": worst[2].item(),
     }
-    measured, peaks = worst[4:4 + len(PHASES)].tolist(), worst[4 + len(PHASES):].tolist()
+    measured, peaks = worst[4 : 4 + len(PHASES)].tolist(), worst[4 + len(PHASES) :].tolist()
     if sum(measured) > 0:
         record["phases_s"] = {p: t / window_steps for p, t in zip(PHASES, measured)}
     if sum(peaks) > 0:

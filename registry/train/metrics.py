@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from . import PHASES
+from registry.train import PHASES
 
 GIB = 1024**3
 
@@ -83,7 +83,7 @@ def peak_memory_gib(device: torch.device) -> tuple[float, float]:
 class Log:
     def __init__(self, path: Path, main: bool, total_steps: int, progress: bool):
         self.main = main
-        self.file = open(path, "a", encoding="utf-8") if main else None
+        self.file = open(path, "a", encoding="utf-8") if main else None  # noqa: SIM115 (closed by close())
         self.bar = None
         if main and progress and sys.stderr.isatty():
             from tqdm.auto import tqdm
@@ -103,8 +103,11 @@ class Log:
             self.bar.update(advanced)
             self.bar.set_postfix(loss=f"{record['loss']:.4g}", sps=f"{record['samples_per_s']:.1f}")
         else:
-            print(f"step {step}/{self.total} loss {record['loss']:.6g} lr {record['lr']:.3g} "
-                  f"samples/s {record['samples_per_s']:.1f} peak {record['peak_allocated_gib']:.2f} GiB", flush=True)
+            print(
+                f"step {step}/{self.total} loss {record['loss']:.6g} lr {record['lr']:.3g} "
+                f"samples/s {record['samples_per_s']:.1f} peak {record['peak_allocated_gib']:.2f} GiB",
+                flush=True,
+            )
 
     def close(self) -> None:
         if self.bar is not None:

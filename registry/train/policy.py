@@ -77,9 +77,23 @@ class LearnedTokens(nn.Module):
 
 
 class ReferencePolicy(nn.Module):
-    def __init__(self, *, hidden: int, depth: int, expert_depth: int, heads: int, patch: int, image_size: int,
-                 state_dim: int, action_dim: int, chunk_size: int, frames: int, mlp_ratio: float = 4.0,
-                 gradient_checkpointing: bool = False, lazy: bool = False):
+    def __init__(
+        self,
+        *,
+        hidden: int,
+        depth: int,
+        expert_depth: int,
+        heads: int,
+        patch: int,
+        image_size: int,
+        state_dim: int,
+        action_dim: int,
+        chunk_size: int,
+        frames: int,
+        mlp_ratio: float = 4.0,
+        gradient_checkpointing: bool = False,
+        lazy: bool = False,
+    ):
         super().__init__()
         self.frames, self.chunk_size, self.gradient_checkpointing = frames, chunk_size, gradient_checkpointing
         tokens = frames * (image_size // patch) ** 2
@@ -97,7 +111,10 @@ class ReferencePolicy(nn.Module):
         """images [B, frames, 3, H, W], state [B, state_dim] -> actions [B, chunk, action_dim]."""
         b = images.shape[0]
         patches = self.patch(images.flatten(0, 1)).flatten(2).transpose(1, 2)  # [B*frames, p, hidden]
-        x = torch.cat([self.state(state)[:, None], patches.reshape(b, -1, patches.shape[-1])], dim=1) + self.position.weight
+        x = (
+            torch.cat([self.state(state)[:, None], patches.reshape(b, -1, patches.shape[-1])], dim=1)
+            + self.position.weight
+        )
         for block in self.blocks:
             x = self._run(block, x)
         q = self.queries.weight.expand(b, -1, -1)
@@ -115,9 +132,17 @@ def build(doc: dict) -> ReferencePolicy:
     policy, dataset = doc["policy"], doc["dataset"]
     arch = policy.get("arch", {})
     return ReferencePolicy(
-        hidden=arch.get("hidden", 128), depth=arch.get("depth", 4), expert_depth=arch.get("expert_depth", 2),
-        heads=arch.get("heads", 4), patch=arch.get("patch", 8), image_size=arch.get("image_size", 32),
-        state_dim=arch.get("state_dim", 8), action_dim=arch.get("action_dim", 7), chunk_size=policy.get("chunk_size", 8),
-        frames=int(dataset.get("num_cams", 1)) * int(policy.get("n_obs_steps", 1)), mlp_ratio=arch.get("mlp_ratio", 4.0),
-        gradient_checkpointing=bool(policy.get("gradient_checkpointing", False)), lazy=bool(arch.get("lazy", False)),
+        hidden=arch.get("hidden", 128),
+        depth=arch.get("depth", 4),
+        expert_depth=arch.get("expert_depth", 2),
+        heads=arch.get("heads", 4),
+        patch=arch.get("patch", 8),
+        image_size=arch.get("image_size", 32),
+        state_dim=arch.get("state_dim", 8),
+        action_dim=arch.get("action_dim", 7),
+        chunk_size=policy.get("chunk_size", 8),
+        frames=int(dataset.get("num_cams", 1)) * int(policy.get("n_obs_steps", 1)),
+        mlp_ratio=arch.get("mlp_ratio", 4.0),
+        gradient_checkpointing=bool(policy.get("gradient_checkpointing", False)),
+        lazy=bool(arch.get("lazy", False)),
     )

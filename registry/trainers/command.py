@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import re
 
-from ..errors import RecipeError
-from ..memory import world_size
-from ..validate.paths import MISSING, lookup
-from . import Context, Invocation, flag_value
+from registry.doc import MISSING, lookup
+from registry.errors import RecipeError
+from registry.topology import world_size
+from registry.trainers.base import Context, Invocation, flag_value
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][\w.]*)\}")
 
@@ -32,10 +32,17 @@ def invocation(doc: dict, ctx: Context) -> Invocation:
     program = spec["program"]
     if "/" in program and not os.path.isabs(program):
         program = os.path.abspath(program)  # the launch runs inside the run directory
-    known = {"output_dir": "output", "world_size": world_size(doc), "accelerate_config": ctx.accelerate_config,
-             "deepspeed_config": "deepspeed.json"}
+    known = {
+        "output_dir": "output",
+        "world_size": world_size(doc),
+        "accelerate_config": ctx.accelerate_config,
+        "deepspeed_config": "deepspeed.json",
+    }
     args = [fill(a, doc, known) for a in spec.get("args", [])]
     python = program.endswith(".py")
     launch = ctx.accelerate() + ([] if python else ["--no_python"])
-    return Invocation(launch + [program] + args, program if not python else "accelerate",
-                      f"put {program} on PATH" if not python else "pip install accelerate")
+    return Invocation(
+        launch + [program] + args,
+        program if not python else "accelerate",
+        f"put {program} on PATH" if not python else "pip install accelerate",
+    )

@@ -3,8 +3,8 @@ or torchrun with `--parallelism.*` / `--accelerator.*` (main, api: parallelism).
 
 from __future__ import annotations
 
-from ..errors import RecipeError
-from . import Context, Invocation, Raw, flag_value
+from registry.errors import RecipeError
+from registry.trainers.base import Context, Invocation, Raw, flag_value
 
 PROGRAM = "lerobot-train"
 HINT = "pip install 'lerobot[training]' (Python >= 3.12), in an environment of its own"
@@ -52,13 +52,22 @@ def invocation(doc: dict, ctx: Context) -> Invocation:
     accumulation = int(train.get("gradient_accumulation_steps", 1))
     if options.get("api", "accelerate") == "parallelism":
         world = ctx.nodes * ctx.processes_per_node
-        shard = [f"--parallelism.dp_shard={world}", "--parallelism.dp_replicate=1"] if backend["kind"] == "fsdp" else [
-            "--parallelism.dp_shard=1", f"--parallelism.dp_replicate={world}"]
-        extra = [f"--accelerator.mixed_precision={backend.get('mixed_precision', 'no')}",
-                 f"--accelerator.gradient_accumulation.steps={accumulation}"]
+        shard = (
+            [f"--parallelism.dp_shard={world}", "--parallelism.dp_replicate=1"]
+            if backend["kind"] == "fsdp"
+            else ["--parallelism.dp_shard=1", f"--parallelism.dp_replicate={world}"]
+        )
+        extra = [
+            f"--accelerator.mixed_precision={backend.get('mixed_precision', 'no')}",
+            f"--accelerator.gradient_accumulation.steps={accumulation}",
+        ]
         if backend["kind"] == "fsdp" and doc["policy"].get("block_classes"):
             extra.append(f"--accelerator.fsdp.wrap_modules={','.join(doc['policy']['block_classes'])}")
-        return Invocation(ctx.torchrun() + [script] + flags(doc) + shard + extra, program, HINT, uses_accelerate_config=False)
+        return Invocation(
+            ctx.torchrun() + [script] + flags(doc) + shard + extra, program, HINT, uses_accelerate_config=False
+        )
     if accumulation != 1:
-        raise RecipeError("lerobot-train v0.6 has no gradient accumulation flag (hint: trainer.lerobot.api=parallelism)", 1)
+        raise RecipeError(
+            "lerobot-train v0.6 has no gradient accumulation flag (hint: trainer.lerobot.api=parallelism)", 1
+        )
     return Invocation(ctx.accelerate() + [script] + flags(doc), program, HINT)

@@ -8,15 +8,32 @@ from __future__ import annotations
 
 import json
 
-from ..compose import merge
-from . import Context, Invocation, Raw
+from registry.doc import merge
+from registry.trainers.base import Context, Invocation, Raw
 
 CONFIG = "opentau.json"
 HINT = "pip install opentau (Python 3.10, transformers>=4.57,<4.58), in an environment of its own"
-_POLICY_FIELDS = ("type", "pretrained_path", "n_obs_steps", "history_interval", "chunk_size", "n_action_steps",
-                  "resize_imgs_with_padding", "attention_implementation", "gradient_checkpointing",
-                  "freeze_vision_encoder", "train_expert_only", "use_torch_compile")
-_DATASET_FIELDS = ("action_freq", "image_resample_strategy", "vector_resample_strategy", "val_split_ratio", "n_obs_history")
+_POLICY_FIELDS = (
+    "type",
+    "pretrained_path",
+    "n_obs_steps",
+    "history_interval",
+    "chunk_size",
+    "n_action_steps",
+    "resize_imgs_with_padding",
+    "attention_implementation",
+    "gradient_checkpointing",
+    "freeze_vision_encoder",
+    "train_expert_only",
+    "use_torch_compile",
+)
+_DATASET_FIELDS = (
+    "action_freq",
+    "image_resample_strategy",
+    "vector_resample_strategy",
+    "val_split_ratio",
+    "n_obs_history",
+)
 
 
 def train_config(doc: dict) -> dict:
@@ -45,7 +62,10 @@ def train_config(doc: dict) -> dict:
         "log_freq": train.get("log_every", 10),
         "save_checkpoint": True,
         "save_freq": every or train["steps"],
-        "optimizer": {"type": optimizer.get("type", "adamw"), **{k: optimizer[k] for k in ("lr", "weight_decay", "grad_clip_norm", "betas", "eps") if k in optimizer}},
+        "optimizer": {
+            "type": optimizer.get("type", "adamw"),
+            **{k: optimizer[k] for k in ("lr", "weight_decay", "grad_clip_norm", "betas", "eps") if k in optimizer},
+        },
         "scheduler": {
             "type": scheduler.get("type", "cosine_decay_with_warmup"),
             "num_warmup_steps": scheduler.get("warmup_steps", 0),

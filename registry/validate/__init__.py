@@ -3,8 +3,8 @@ Problems in one pass."""
 
 from __future__ import annotations
 
-from .problems import Problem, from_error
-from .schemas import CATALOG, RESOLVED, ROOT, validator
+from registry.validate.problems import Problem, from_error
+from registry.validate.schemas import CATALOG, RESOLVED, ROOT, validator
 
 
 def validate(data: dict, origins: dict, ref: str = RESOLVED) -> list[Problem]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import memory
+from registry import estimate as memory
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,14 @@
 """The custom JSON Schema keywords that carry cross-field invariants as data.
 
-    x-where      {"backend.kind": {"const": "fsdp"}, ...}: each dotted path (from the instance
-                 the keyword applies to) must match its subschema; a missing value reads as null.
-    x-compare    {"left": OPERAND, "op": "==", "right": OPERAND}: an operand is a dotted path,
-                 a literal, {"path": p, "default": OPERAND} or {"product": [OPERAND, ...]};
-                 a comparison with a missing operand does not apply.
-    x-invariants [RULE, ...]: each rule has id, severity, message, hint, source and either
-                 `require` (a subschema) or `compute` (the name of a computed check), applied
-                 when the document matches `when`. Invariants are evaluated on the whole
-                 document, so every path in them is absolute.
+x-where      {"backend.kind": {"const": "fsdp"}, ...}: each dotted path (from the instance
+             the keyword applies to) must match its subschema; a missing value reads as null.
+x-compare    {"left": OPERAND, "op": "==", "right": OPERAND}: an operand is a dotted path,
+             a literal, {"path": p, "default": OPERAND} or {"product": [OPERAND, ...]};
+             a comparison with a missing operand does not apply.
+x-invariants [RULE, ...]: each rule has id, severity, message, hint, source and either
+             `require` (a subschema) or `compute` (the name of a computed check), applied
+             when the document matches `when`. Invariants are evaluated on the whole
+             document, so every path in them is absolute.
 """
 
 from __future__ import annotations
@@ -18,12 +18,16 @@ import operator
 
 from jsonschema.exceptions import ValidationError, best_match
 
-from . import checks
-from .paths import MISSING, lookup, split
+from registry.doc import MISSING, lookup, split
+from registry.validate import checks
 
 _OPS = {
-    "==": operator.eq, "!=": operator.ne, "<": operator.lt,
-    "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
 }
 
 

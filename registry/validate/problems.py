@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from jsonschema.exceptions import ValidationError, best_match
 
-from .paths import MISSING, join, lookup, origin_of
+from registry.doc import MISSING, join, lookup, origin_of
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,21 @@ class Problem:
 
 # Structural keywords -> rule ids in messages.
 _RULES = {
-    "additionalProperties": "unknown-key", "type": "type", "enum": "enum", "const": "enum",
-    "required": "required", "minimum": "range", "maximum": "range", "exclusiveMinimum": "range",
-    "exclusiveMaximum": "range", "pattern": "pattern", "minItems": "length", "maxItems": "length",
-    "minLength": "length", "uniqueItems": "duplicate", "propertyNames": "key-name",
+    "additionalProperties": "unknown-key",
+    "type": "type",
+    "enum": "enum",
+    "const": "enum",
+    "required": "required",
+    "minimum": "range",
+    "maximum": "range",
+    "exclusiveMinimum": "range",
+    "exclusiveMaximum": "range",
+    "pattern": "pattern",
+    "minItems": "length",
+    "maxItems": "length",
+    "minLength": "length",
+    "uniqueItems": "duplicate",
+    "propertyNames": "key-name",
 }
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][\w.]*)\}")
 
@@ -64,11 +75,23 @@ def from_error(error: ValidationError, doc: dict, origins: dict) -> list[Problem
         ]
     if "propertyNames" in error.schema_path:
         key = error.instance
-        return [Problem("error", "key-name", join(path + (key,)), f"key {key!r} is not allowed here ({_short(error)})",
-                        origin_of(origins, path + (key,)), None)]
+        return [
+            Problem(
+                "error",
+                "key-name",
+                join(path + (key,)),
+                f"key {key!r} is not allowed here ({_short(error)})",
+                origin_of(origins, path + (key,)),
+                None,
+            )
+        ]
     message = _short(error)
     hint = None
-    if error.validator == "type" and isinstance(error.instance, (int, float)) and "string" in _as_list(error.validator_value):
+    if (
+        error.validator == "type"
+        and isinstance(error.instance, (int, float))
+        and "string" in _as_list(error.validator_value)
+    ):
         hint = "quote the value"
     if error.validator == "enum":
         close = difflib.get_close_matches(str(error.instance), [str(v) for v in error.validator_value], n=1)

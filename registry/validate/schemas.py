@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from functools import cache
 
-from ..errors import RecipeError
-from ..sources import SCHEMA_DIR
+from registry.errors import RecipeError
+from registry.files import SCHEMA_DIR
 
 SECTIONS = ("recipe", "policy", "dataset", "backend", "hardware", "train", "trainer", "env", "launch", "results")
 ROOT = "recipe.schema.json"
@@ -32,16 +32,14 @@ def registry():
     from referencing import Registry
     from referencing.jsonschema import DRAFT202012
 
-    return Registry().with_resources(
-        (name, DRAFT202012.create_resource(doc)) for name, doc in documents().items()
-    )
+    return Registry().with_resources((name, DRAFT202012.create_resource(doc)) for name, doc in documents().items())
 
 
 @cache
 def validator_class():
     from jsonschema import Draft202012Validator, validators
 
-    from .keywords import KEYWORDS
+    from registry.validate.keywords import KEYWORDS
 
     return validators.extend(Draft202012Validator, KEYWORDS)
 

@@ -10,13 +10,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from registry.topology import world_size
+
 GIB = 1024**3
 CUDA_CONTEXT_GIB = 0.5  # held outside torch's allocator on every rank
 WORKSPACE_GIB = 0.1  # allocated between steps beyond the model states: 0.08-0.11 GiB on every backend measured
 DEEPSPEED_REDUCE_BUCKET = 5e8  # DeepSpeed's default reduce_bucket_size, in elements
 DEEPSPEED_MAX_LIVE = 1e9  # DeepSpeed's default stage3_max_live_parameters
-ROWS = ("parameters", "gradients", "optimizer states", "communication buckets", "gathered weights",
-        "activations", "optimizer temporaries", "workspace")
+ROWS = (
+    "parameters",
+    "gradients",
+    "optimizer states",
+    "communication buckets",
+    "gathered weights",
+    "activations",
+    "optimizer temporaries",
+    "workspace",
+)
 TRANSIENT = ("communication buckets", "gathered weights", "activations", "optimizer temporaries")
 OUTSIDE_ALLOCATOR = ("allocator overhead", "CUDA context")  # not in torch.cuda.max_memory_allocated
 FORWARD, STEP = "forward/backward", "optimizer step"
@@ -99,18 +109,15 @@ def _rows(kept: dict, extra: dict, overhead: float) -> dict[str, float]:
     return rows
 
 
-def world_size(doc: dict) -> int:
-    hw = doc.get("hardware", {})
-    per_node = hw.get("processes_per_node") or hw.get("gpus_per_node") or 1
-    return int(per_node) * int(hw.get("nodes", 1))
-
-
 def describe(doc: dict) -> str:
     """One line saying how the recipe is laid out, for the estimate's header."""
     backend, hw = doc["backend"], doc["hardware"]
     kind = backend["kind"]
-    layout = {"ddp": "DDP", "deepspeed": f"ZeRO-{backend.get('zero_stage', 0)}",
-              "fsdp": f"FSDP{backend.get('version', 1)} {backend.get('sharding', 'FULL_SHARD') if backend.get('version', 1) == 1 else ''}".strip()}[kind]
+    layout = {
+        "ddp": "DDP",
+        "deepspeed": f"ZeRO-{backend.get('zero_stage', 0)}",
+        "fsdp": f"FSDP{backend.get('version', 1)} {backend.get('sharding', 'FULL_SHARD') if backend.get('version', 1) == 1 else ''}".strip(),
+    }[kind]
     offload = backend.get("offload", {})
     if kind == "deepspeed" and any(offload.get(k, "none") != "none" for k in ("optimizer", "param")):
         layout += f" (offload optimizer {offload.get('optimizer', 'none')}, parameters {offload.get('param', 'none')})"
@@ -134,9 +141,13 @@ class Sizes:
 def _layout(doc: dict, mem: dict) -> tuple[dict, dict, dict]:
     """Bytes per rank by row: kept between steps, added in forward/backward, added in the step."""
     backend = doc.get("backend", {})
-    sizes = Sizes(params=float(mem["params"]), trainable=float(mem.get("trainable_params", mem["params"])),
-                  unit=float(mem.get("largest_unit_params", 0)), root=float(mem.get("root_unit_params", 0)),
-                  mixed=backend.get("mixed_precision", "no") != "no")
+    sizes = Sizes(
+        params=float(mem["params"]),
+        trainable=float(mem.get("trainable_params", mem["params"])),
+        unit=float(mem.get("largest_unit_params", 0)),
+        root=float(mem.get("root_unit_params", 0)),
+        mixed=backend.get("mixed_precision", "no") != "no",
+    )
     return LAYOUTS.get(backend.get("kind"), _ddp)(doc, backend, sizes)
 
 
@@ -177,8 +188,11 @@ def _deepspeed(doc: dict, backend: dict, z: Sizes) -> tuple[dict, dict, dict]:
         gathered = min(P, DEEPSPEED_MAX_LIVE) * z.low  # ZeRO-3 keeps up to this many gathered
         return kept, {"communication buckets": bucket, "gathered weights": gathered}, {}
     buckets = bucket * (2 if backend.get("overlap_comm") else 1)  # double-buffered when overlapping
-    return ({"parameters": z.low * P, "optimizer states": optim},
-            {"communication buckets": buckets}, {"communication buckets": buckets, "gradients": grads})
+    return (
+        {"parameters": z.low * P, "optimizer states": optim},
+        {"communication buckets": buckets},
+        {"communication buckets": buckets, "gradients": grads},
+    )
 
 
 LAYOUTS = {"ddp": _ddp, "fsdp": _fsdp, "deepspeed": _deepspeed}

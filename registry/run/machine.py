@@ -16,7 +16,10 @@ def gpus() -> list[GPU]:
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=20, check=True,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return []

@@ -16,17 +16,18 @@ from pathlib import Path
 
 import yaml
 
-from . import __version__, machine, patterns, sources
-from .compose import compose
-from .errors import RecipeError
-from .files import write_atomic
-from .load import load_text
-from .names import looks_like_file, parse
-from .render import table
-from .resolve import resolve
-from .run import fresh_run_dir, launch_env, supervise, write_bundle
-from .train import PHASES
-from .validate import ROOT, validate
+from registry import __version__
+from registry.commands.render import table
+from registry.compose import compose, patterns
+from registry.errors import RecipeError
+from registry.files import write_atomic
+from registry.load import load_text
+from registry.names import looks_like_file, parse
+from registry.resolve import resolve
+from registry.run import fresh_run_dir, launch_env, machine, supervise, write_bundle
+from registry.sharing import sources
+from registry.train import PHASES
+from registry.validate import ROOT, validate
 
 MEASURING = [
     "train.gradient_accumulation_steps=1",  # else throughput is over-reported (INVARIANTS 20)
@@ -92,8 +93,14 @@ def bench_one(target: str, overrides: list[str], steps: int, warmup: int, allow_
         return Outcome(name, skipped=f"failed with exit code {code} (see {folder / 'launch.log'})", run_dir=folder)
     records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     world = records[0]["world_size"]
-    return Outcome(name, run_dir=folder, doc=recipe.data, world_size=world,
-                   micro_batch_size=int(recipe.data["train"]["micro_batch_size"]), **summarize(records, warmup))
+    return Outcome(
+        name,
+        run_dir=folder,
+        doc=recipe.data,
+        world_size=world,
+        micro_batch_size=int(recipe.data["train"]["micro_batch_size"]),
+        **summarize(records, warmup),
+    )
 
 
 def report(outcomes: list[Outcome]) -> str:
@@ -103,8 +110,15 @@ def report(outcomes: list[Outcome]) -> str:
         if o.skipped:
             rows.append([o.name, "-", "-", "-", *(["-"] * (len(PHASES) + 1))])
             continue
-        rows.append([o.name, f"{o.samples_per_s:.1f}", f"{o.peak_allocated_gib:.2f}", f"{o.peak_reserved_gib:.2f}",
-                     *(f"{o.shares[p]:.0%}" for p in (*PHASES, "other"))])
+        rows.append(
+            [
+                o.name,
+                f"{o.samples_per_s:.1f}",
+                f"{o.peak_allocated_gib:.2f}",
+                f"{o.peak_reserved_gib:.2f}",
+                *(f"{o.shares[p]:.0%}" for p in (*PHASES, "other")),
+            ]
+        )
     text = table(rows, header)
     for o in outcomes:
         if o.skipped:
@@ -116,7 +130,10 @@ def host() -> str:
     gpus = machine.gpus()
     if gpus:
         return f"{len(gpus)} x {gpus[0].name}"
-    model = next((line.split(":", 1)[1].strip() for line in _cpuinfo() if line.startswith("model name")), platform.processor() or "CPU")
+    model = next(
+        (line.split(":", 1)[1].strip() for line in _cpuinfo() if line.startswith("model name")),
+        platform.processor() or "CPU",
+    )
     return f"CPU: {model}, {os.cpu_count()} cores"
 
 
@@ -171,7 +188,15 @@ def record(outcome: Outcome, path: Path, command: str, steps: int) -> None:
     write_atomic(path, new)
 
 
-def main(targets: list[str], overrides: list[str], steps: int, warmup: int, allow_mismatch: bool, record_to: bool, command: str) -> int:
+def main(
+    targets: list[str],
+    overrides: list[str],
+    steps: int,
+    warmup: int,
+    allow_mismatch: bool,
+    record_to: bool,
+    command: str,
+) -> int:
     cells: list[str] = []
     for target in targets:
         cells += patterns.expand(target) if patterns.is_pattern(target) else [target]
@@ -187,7 +212,10 @@ def main(targets: list[str], overrides: list[str], steps: int, warmup: int, allo
                 continue
             path = Path(cell) if looks_like_file(cell) else sources.find(parse(cell))
             if path is None:  # an untuned cell: only its parts have files
-                print(f"{cell}: not recorded: it has no file of its own (hint: write a tuned overlay {cell}.yaml)", file=sys.stderr)
+                print(
+                    f"{cell}: not recorded: it has no file of its own (hint: write a tuned overlay {cell}.yaml)",
+                    file=sys.stderr,
+                )
                 continue
             record(o, path, command, steps)
             print(f"{cell}: recorded in {path}", file=sys.stderr)

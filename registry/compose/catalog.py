@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import difflib
 
-from . import sources
-from .errors import RecipeError
-from .load import load_cached
-from .names import Name
+from registry.errors import RecipeError
+from registry.load import load_cached
+from registry.names import Name
+from registry.sharing import sources
 
 CATALOG = ("catalog", "gpus")
 

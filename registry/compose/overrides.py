@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .errors import RecipeError
-from .load import parse_value
-from .names import AXES
+from registry.errors import RecipeError
+from registry.load import parse_value
+from registry.names import AXES
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*")
 

@@ -10,13 +10,10 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
 
-from .errors import RecipeError
-from .names import AXES, Name
+from registry.errors import RecipeError
+from registry.files import RECIPES_DIR
+from registry.names import AXES, Name
 
-_PACKAGE = Path(__file__).resolve().parent
-# A source checkout keeps recipes/ and schemas/ beside the package; a wheel carries them inside.
-DATA_ROOT = _PACKAGE.parent if (_PACKAGE.parent / "schemas").is_dir() else _PACKAGE / "_data"
-SCHEMA_DIR = DATA_ROOT / "schemas"
 BASE = "base"  # defaults composed under every recipe
 _SOURCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
@@ -73,7 +70,7 @@ def _file(root: Path, source: str, segments: tuple[str, ...]) -> Path | None:
 
 @cache
 def bundled() -> Source:
-    return Source("bundled", DATA_ROOT / "recipes")
+    return Source("bundled", RECIPES_DIR)
 
 
 def _root(folder: Path) -> Path:
@@ -84,9 +81,14 @@ def _root(folder: Path) -> Path:
 def all_sources() -> list[Source]:
     """Sources in search order: RECIPE_PATH entries, then `recipe source add` ones, then the
     bundled recipes. The first that has a name wins; `name:` picks one."""
-    from . import config
+    from registry.sharing import config
 
-    key = (os.environ.get("RECIPE_PATH", ""), str(config.config_file()), _mtime(config.config_file()), str(config.cache_dir()))
+    key = (
+        os.environ.get("RECIPE_PATH", ""),
+        str(config.config_file()),
+        _mtime(config.config_file()),
+        str(config.cache_dir()),
+    )
     return _sources(key)
 
 
@@ -99,7 +101,7 @@ def _mtime(path: Path) -> int:
 
 @lru_cache(maxsize=8)
 def _sources(key: tuple) -> list[Source]:
-    from . import config
+    from registry.sharing import config
 
     found: list[Source] = []
     for entry in filter(None, key[0].split(os.pathsep)):
@@ -113,7 +115,9 @@ def _sources(key: tuple) -> list[Source]:
             found.append(_checked(Source(entry["name"], _root(clone), "git", entry["git"]), str(config.config_file())))
         else:
             folder = str(entry.get("path", ""))
-            found.append(_checked(Source(entry["name"], _root(Path(folder)), "path", folder), str(config.config_file())))
+            found.append(
+                _checked(Source(entry["name"], _root(Path(folder)), "path", folder), str(config.config_file()))
+            )
     found.append(bundled())
     names = [s.name for s in found]
     clash = next((n for n in names if names.count(n) > 1), None)
@@ -124,7 +128,9 @@ def _sources(key: tuple) -> list[Source]:
 
 def _checked(source: Source, where: str) -> Source:
     if not _SOURCE_NAME.fullmatch(source.name) or source.name == "bundled":
-        raise RecipeError(f"{where}: source name {source.name!r} is not allowed (letters, digits, - and _; not 'bundled')")
+        raise RecipeError(
+            f"{where}: source name {source.name!r} is not allowed (letters, digits, - and _; not 'bundled')"
+        )
     if not source.root.is_dir():
         hint = f"recipe source update {source.name}" if source.kind == "git" else "check the path"
         raise RecipeError(f"source {source.name!r}: {source.location} is not reachable here (hint: {hint})")

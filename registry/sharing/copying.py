@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import names, sources, versions
-from .errors import RecipeError
-from .files import write_atomic
-from .names import AXES
+from registry import names
+from registry.errors import RecipeError
+from registry.files import SCHEMA_DIR, write_atomic
+from registry.names import AXES
+from registry.sharing import sources, versions
 
 BINDING = "# yaml-language-server: $schema="
 
@@ -30,7 +31,7 @@ def copy(target: str, dest: Path, force: bool) -> Path:
         source = sources.find(name)
     body = source.read_text(encoding="utf-8").splitlines(keepends=True) if source else []
     body = [line for line in body if not line.startswith(BINDING)]
-    schema = os.path.relpath(sources.SCHEMA_DIR / "recipe.schema.json", dest.resolve().parent)
+    schema = os.path.relpath(SCHEMA_DIR / "recipe.schema.json", dest.resolve().parent)
     text = f"{BINDING}{schema}\n# copied from {target} by `recipe cp`\n"
     if extends:
         text += f"extends: [{', '.join(extends)}]\n"
@@ -38,4 +39,3 @@ def copy(target: str, dest: Path, force: bool) -> Path:
         raise RecipeError(f"unknown recipe {target!r}")
     write_atomic(dest, text + "".join(body))
     return dest
-

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import yaml
 
-from .errors import RecipeError
-from .files import write_atomic
-from .load import load_file
+from registry.errors import RecipeError
+from registry.files import write_atomic
+from registry.load import load_file
 
 
 def config_file() -> Path:
@@ -34,7 +34,9 @@ def entries() -> list[dict]:
     data = load_file(path).data
     found = data.get("sources", [])
     if not isinstance(found, list) or not all(isinstance(e, dict) and isinstance(e.get("name"), str) for e in found):
-        raise RecipeError(f"{path}: malformed (hint: sources: [{{name: team-a, path: /dir}}, {{name: team-b, git: URL}}])", 2)
+        raise RecipeError(
+            f"{path}: malformed (hint: sources: [{{name: team-a, path: /dir}}, {{name: team-b, git: URL}}])", 2
+        )
     return found
 
 

@@ -12,9 +12,11 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import __version__, overrides, sources
-from .errors import RecipeError
-from .names import AXES
+from registry import __version__
+from registry.compose import overrides
+from registry.errors import RecipeError
+from registry.names import AXES
+from registry.sharing import sources
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,32 +61,51 @@ def _parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print a resolved recipe")
     show.add_argument("target", metavar="NAME|FILE")
     show.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="overrides and axis swaps (hardware=4xH100)")
-    show.add_argument("--origin", action="store_true", help="say which file:line:column (or command line) set each value")
+    show.add_argument(
+        "--origin", action="store_true", help="say which file:line:column (or command line) set each value"
+    )
     show.add_argument("--format", choices=("yaml", "json"), default="yaml")
     show.set_defaults(func=cmd_show)
 
-    val = sub.add_parser("validate", help="check recipes against the schemas and invariants",
-                         description="Exit 0: valid (warnings allowed); 1: invalid; 2: usage error or unknown name.")
+    val = sub.add_parser(
+        "validate",
+        help="check recipes against the schemas and invariants",
+        description="Exit 0: valid (warnings allowed); 1: invalid; 2: usage error or unknown name.",
+    )
     val.add_argument("args", nargs="*", metavar="NAME|FILE|KEY=VALUE", help="recipes, then overrides applied to each")
     val.add_argument("--all", action="store_true", help="every bundled part, overlay and recipe")
     val.add_argument("-q", "--quiet", action="store_true", help="print problems only")
     val.set_defaults(func=cmd_validate)
 
-    res = sub.add_parser("resolve", help="write the accelerate yaml, DeepSpeed JSON, trainer config, launch.sh and lock")
+    res = sub.add_parser(
+        "resolve", help="write the accelerate yaml, DeepSpeed JSON, trainer config, launch.sh and lock"
+    )
     res.add_argument("target", metavar="NAME|FILE")
     res.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     res.add_argument("-o", "--output-dir", required=True, metavar="DIR")
     res.set_defaults(func=cmd_resolve)
 
-    run = sub.add_parser("run", help="validate, resolve into a fresh run directory and launch",
-                         description="Streams the trainer's output and exits with its exit code; Ctrl-C stops every rank.")
+    run = sub.add_parser(
+        "run",
+        help="validate, resolve into a fresh run directory and launch",
+        description="Streams the trainer's output and exits with its exit code; Ctrl-C stops every rank.",
+    )
     run.add_argument("target", metavar="NAME|FILE")
     run.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     run.add_argument("--dry-run", action="store_true", help="print the resolved files and the command; launch nothing")
     run.add_argument("--output-dir", metavar="DIR", help="the run directory (default: runs/NAME/TIMESTAMP)")
-    run.add_argument("--allow-hardware-mismatch", action="store_true", help="launch even if this host does not match the hardware part")
-    run.add_argument("--resume", nargs="?", const="", metavar="DIR",
-                     help="continue a run of the built-in trainer from its last checkpoint (default: the newest run of this recipe)")
+    run.add_argument(
+        "--allow-hardware-mismatch",
+        action="store_true",
+        help="launch even if this host does not match the hardware part",
+    )
+    run.add_argument(
+        "--resume",
+        nargs="?",
+        const="",
+        metavar="DIR",
+        help="continue a run of the built-in trainer from its last checkpoint (default: the newest run of this recipe)",
+    )
     run.set_defaults(func=cmd_run)
 
     est = sub.add_parser("estimate", help="per-rank GPU memory: the breakdown, and the largest micro batch that fits")
@@ -93,12 +114,17 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--format", choices=("text", "json"), default="text")
     est.set_defaults(func=cmd_estimate)
 
-    ben = sub.add_parser("bench", help="measure samples/s, peak memory and phase shares with the built-in trainer",
-                         description="NAME|FILE|PATTERN: a recipe, or a matrix such as 'tiny/*/cpu' or 'ref-1b/{zero2,fsdp}/2xH100'.")
+    ben = sub.add_parser(
+        "bench",
+        help="measure samples/s, peak memory and phase shares with the built-in trainer",
+        description="NAME|FILE|PATTERN: a recipe, or a matrix such as 'tiny/*/cpu' or 'ref-1b/{zero2,fsdp}/2xH100'.",
+    )
     ben.add_argument("targets", nargs="+", metavar="NAME|FILE|PATTERN|KEY=VALUE")
     ben.add_argument("--steps", type=int, default=20, help="measured steps (default 20)")
     ben.add_argument("--warmup", type=int, default=5, help="steps before measuring (default 5)")
-    ben.add_argument("--record", action="store_true", help="append the results, with provenance, to each recipe's own file")
+    ben.add_argument(
+        "--record", action="store_true", help="append the results, with provenance, to each recipe's own file"
+    )
     ben.add_argument("--allow-hardware-mismatch", action="store_true")
     ben.set_defaults(func=cmd_bench)
 
@@ -117,7 +143,9 @@ def _parser() -> argparse.ArgumentParser:
     pub = sub.add_parser("publish", help="freeze a recipe as the next immutable version of its name in a source")
     pub.add_argument("target", metavar="FILE|NAME")
     pub.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
-    pub.add_argument("--to", required=True, metavar="SOURCE", help="a directory source (recipe source add, RECIPE_PATH)")
+    pub.add_argument(
+        "--to", required=True, metavar="SOURCE", help="a directory source (recipe source add, RECIPE_PATH)"
+    )
     pub.set_defaults(func=cmd_publish)
 
     his = sub.add_parser("history", help="published versions of a name, with dates and results")
@@ -135,7 +163,9 @@ def _parser() -> argparse.ArgumentParser:
     cp.add_argument("--force", action="store_true", help="replace DEST if it exists")
     cp.set_defaults(func=cmd_cp)
 
-    imp = sub.add_parser("import", help="turn an existing accelerate yaml (+ trainer config) into a recipe, then validate it")
+    imp = sub.add_parser(
+        "import", help="turn an existing accelerate yaml (+ trainer config) into a recipe, then validate it"
+    )
     imp.add_argument("--accelerate-config", required=True, metavar="A.yaml")
     imp.add_argument("--trainer", choices=("opentau", "lerobot"))
     imp.add_argument("--trainer-config", metavar="C.json", help="OpenTau TrainPipelineConfig JSON")
@@ -152,14 +182,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cmd_list(args) -> int:
-    from .listing import cells, parts_rows
-    from .render import table
+    from registry.commands.listing import cells, parts_rows
+    from registry.commands.render import table
 
     if args.parts:
         sys.stdout.write(table(parts_rows(), ["AXIS", "PART", "SUMMARY"]))
         return 0
     if args.sources:
-        from .manage import rows, winners
+        from registry.sharing.manage import rows, winners
 
         sys.stdout.write(table(rows(), ["SOURCE", "KIND", "LOCATION", "COMMIT"]))
         clashes = winners()
@@ -179,8 +209,8 @@ def cmd_list(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from .compose import compose
-    from .render import to_json, to_yaml
+    from registry.commands.render import to_json, to_yaml
+    from registry.compose import compose
 
     recipe = compose(args.target, args.overrides)
     origins = recipe.origins if args.origin else None
@@ -190,7 +220,7 @@ def cmd_show(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from .checking import validate_all, validate_target
+    from registry.validate.report import validate_all, validate_target
 
     targets = [a for a in args.args if not overrides.is_override(a)]
     sets = [a for a in args.args if overrides.is_override(a)]
@@ -210,7 +240,7 @@ def cmd_validate(args) -> int:
 
 
 def cmd_resolve(args) -> int:
-    from .run import checked, write_bundle
+    from registry.run import checked, write_bundle
 
     _, bundle = checked(args.target, args.overrides)
     folder = Path(args.output_dir)
@@ -221,41 +251,65 @@ def cmd_resolve(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .run import run
+    from registry.run import run
 
     if args.resume is not None and args.output_dir:
         raise RecipeError("give --resume DIR or --output-dir, not both")
-    return run(args.target, args.overrides, dry_run=args.dry_run, output_dir=args.output_dir,
-               allow_mismatch=args.allow_hardware_mismatch, resume=args.resume)
+    return run(
+        args.target,
+        args.overrides,
+        dry_run=args.dry_run,
+        output_dir=args.output_dir,
+        allow_mismatch=args.allow_hardware_mismatch,
+        resume=args.resume,
+    )
 
 
 def cmd_estimate(args) -> int:
-    from . import memory
-    from .compose import compose
-    from .render import table
+    from registry import estimate as memory
+    from registry.commands.render import table
+    from registry.compose import compose
 
     recipe = compose(args.target, args.overrides)
     est = memory.estimate(recipe.data)
     if est is None:
-        raise RecipeError(f"{recipe.name} runs on CPU or its policy declares no sizes (policy.memory): nothing to estimate", 1)
+        raise RecipeError(
+            f"{recipe.name} runs on CPU or its policy declares no sizes (policy.memory): nothing to estimate", 1
+        )
     if args.format == "json":
-        print(json.dumps({"recipe": recipe.name, "capacity_gib": est.capacity_gib, "breakdown_gib": est.breakdown,
-                          "allocated_gib": est.allocated_gib, "reserved_gib": est.reserved_gib, "total_gib": est.total_gib,
-                          "fraction": est.fraction, "peak_phase": est.phase, "micro_batch_size": est.micro_batch_size,
-                          "largest_micro_batch": est.largest_micro_batch, "largest_micro_batch_under_90": est.largest_under(0.9)}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "recipe": recipe.name,
+                    "capacity_gib": est.capacity_gib,
+                    "breakdown_gib": est.breakdown,
+                    "allocated_gib": est.allocated_gib,
+                    "reserved_gib": est.reserved_gib,
+                    "total_gib": est.total_gib,
+                    "fraction": est.fraction,
+                    "peak_phase": est.phase,
+                    "micro_batch_size": est.micro_batch_size,
+                    "largest_micro_batch": est.largest_micro_batch,
+                    "largest_micro_batch_under_90": est.largest_under(0.9),
+                },
+                indent=2,
+            )
+        )
         return 0
     print(f"{recipe.name}: {memory.describe(recipe.data)}, micro batch {est.micro_batch_size}; peak in {est.phase}")
     rows = [[k, f"{v:.2f}"] for k, v in est.breakdown.items()]
     rows.append(["total", f"{est.total_gib:.2f}"])
     sys.stdout.write(table(rows, ["PER RANK", "GiB"]))
-    print(f"{est.fraction:.0%} of {est.capacity_gib:.2f} GiB (allocated {est.allocated_gib:.2f}, reserved {est.reserved_gib:.2f}; "
-          f"activations {est.per_sample_gib:.3f} GiB per sample)")
+    print(
+        f"{est.fraction:.0%} of {est.capacity_gib:.2f} GiB (allocated {est.allocated_gib:.2f}, reserved {est.reserved_gib:.2f}; "
+        f"activations {est.per_sample_gib:.3f} GiB per sample)"
+    )
     print(f"largest micro batch that fits: {est.largest_micro_batch} (under 90%: {est.largest_under(0.9)})")
     return 0
 
 
 def cmd_bench(args) -> int:
-    from .bench import main as bench
+    from registry.run.bench import main as bench
 
     targets = [t for t in args.targets if not overrides.is_override(t)]
     sets = [t for t in args.targets if overrides.is_override(t)]
@@ -268,8 +322,8 @@ def cmd_bench(args) -> int:
 
 
 def cmd_source(args) -> int:
-    from . import manage
-    from .render import table
+    from registry.commands.render import table
+    from registry.sharing import manage
 
     if args.action == "add":
         print(f"added {manage.add(args.name, args.where)}")
@@ -285,9 +339,9 @@ def cmd_source(args) -> int:
 
 
 def cmd_publish(args) -> int:
-    from .compose import compose
-    from .validate import validate
-    from .versions import publish
+    from registry.compose import compose
+    from registry.sharing.versions import publish
+    from registry.validate import validate
 
     recipe = compose(args.target, args.overrides)
     problems = validate(recipe.data, recipe.origins)
@@ -304,9 +358,9 @@ def cmd_publish(args) -> int:
 
 
 def cmd_history(args) -> int:
-    from .names import parse
-    from .render import table
-    from .versions import history_rows
+    from registry.commands.render import table
+    from registry.names import parse
+    from registry.sharing.versions import history_rows
 
     rows = history_rows(parse(args.name).path)
     if not rows:
@@ -316,8 +370,8 @@ def cmd_history(args) -> int:
 
 
 def cmd_diff(args) -> int:
-    from .compose import compose
-    from .diff import differences
+    from registry.commands.diff import differences
+    from registry.compose import compose
 
     lines = differences(compose(args.a), compose(args.b))
     for line in lines:
@@ -326,16 +380,16 @@ def cmd_diff(args) -> int:
 
 
 def cmd_cp(args) -> int:
-    from .copying import copy
+    from registry.sharing.copying import copy
 
     print(f"copied {args.target} to {copy(args.target, Path(args.dest), args.force)}")
     return 0
 
 
 def cmd_import(args) -> int:
-    from . import importer
-    from .checking import validate_target
-    from .files import write_atomic
+    from registry.files import write_atomic
+    from registry.resolve import importer
+    from registry.validate.report import validate_target
 
     dest = Path(args.output)
     if dest.exists() and not args.force:
@@ -343,7 +397,7 @@ def cmd_import(args) -> int:
     if args.trainer == "opentau" and not args.trainer_config:
         raise RecipeError("--trainer opentau needs --trainer-config C.json")
     if args.trainer == "lerobot" and args.trainer_args is None:
-        raise RecipeError("--trainer lerobot needs --trainer-args \"--policy.type=act ...\"")
+        raise RecipeError('--trainer lerobot needs --trainer-args "--policy.type=act ..."')
     accelerate = Path(args.accelerate_config)
     recipe, notes = importer.from_accelerate(accelerate, args.gpu)
     origin = accelerate.name
@@ -368,9 +422,7 @@ def cmd_import(args) -> int:
 
 
 def cmd_schema(args) -> int:
-    from .validate.schemas import joined
+    from registry.validate.schemas import joined
 
     print(json.dumps(joined(), indent=2))
     return 0
-
-

@@ -7,9 +7,9 @@ import itertools
 import re
 from fnmatch import fnmatchcase
 
-from . import sources
-from .errors import RecipeError
-from .names import AXES
+from registry.errors import RecipeError
+from registry.names import AXES
+from registry.sharing import sources
 
 _SEGMENT = re.compile(r"[A-Za-z0-9._+*?\[\]{},-]+")
 _BRACES = re.compile(r"\{([^{}]*)\}")
@@ -23,14 +23,16 @@ def alternatives(segment: str) -> list[str]:
     match = _BRACES.search(segment)
     if not match:
         return [segment]
-    head, tail = segment[: match.start()], segment[match.end():]
+    head, tail = segment[: match.start()], segment[match.end() :]
     return [a for choice in match.group(1).split(",") for a in alternatives(head + choice + tail)]
 
 
 def expand(pattern: str) -> list[str]:
     segments = pattern.split("/")
     if len(segments) != 3 or not all(_SEGMENT.fullmatch(s) for s in segments):
-        raise RecipeError(f"malformed pattern {pattern!r} (hint: policy/backend/hardware, e.g. 'tiny/*/cpu' or 'ref-1b/{{zero2,fsdp}}/2xH100')")
+        raise RecipeError(
+            f"malformed pattern {pattern!r} (hint: policy/backend/hardware, e.g. 'tiny/*/cpu' or 'ref-1b/{{zero2,fsdp}}/2xH100')"
+        )
     chosen = []
     for axis, segment in zip(AXES, segments):
         options = alternatives(segment)

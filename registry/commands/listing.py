@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import itertools
 
-from . import sources
-from .load import load_cached
-from .names import AXES, Name
+from registry.load import load_cached
+from registry.names import AXES, Name
+from registry.sharing import sources
 
 
 def _meta(path) -> dict:
@@ -28,12 +28,14 @@ def cells(filters: dict, tuned_only: bool, everything: bool) -> tuple[list[list[
         if meta is None and (tuned_only or not (filtered or everything)):
             hidden += 0 if tuned_only else 1
             continue
-        rows.append([
-            "/".join(cell),
-            "tuned" if meta is not None else "-",
-            str(meta.get("version", "-")) if meta else "-",
-            meta.get("summary", "") if meta else _untuned_summary(cell),
-        ])
+        rows.append(
+            [
+                "/".join(cell),
+                "tuned" if meta is not None else "-",
+                str(meta.get("version", "-")) if meta else "-",
+                meta.get("summary", "") if meta else _untuned_summary(cell),
+            ]
+        )
     rows.sort(key=lambda r: (r[1] != "tuned", r[0]))
     return rows, hidden
 

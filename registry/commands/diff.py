@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .compose import Recipe
-from .render import scalar
-from .validate.paths import join
+from registry.commands.render import scalar
+from registry.compose import Recipe
+from registry.doc import join
 
 
 def leaves(data, prefix: tuple = ()) -> dict[tuple, object]:

@@ -4,7 +4,6 @@ newest when the source that has the name has published it."""
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import time
 from contextlib import contextmanager
@@ -12,12 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from filelock import FileLock, Timeout
 
-from . import sources
-from .errors import RecipeError
-from .files import write_atomic
-from .load import load_cached
-from .names import Name
+from registry.errors import RecipeError
+from registry.files import write_atomic
+from registry.load import load_cached
+from registry.names import Name
+from registry.sharing import sources
 
 INDEX = "index.yaml"
 FOLDER = "published"
@@ -56,7 +56,16 @@ def index(source: sources.Source) -> dict[str, list[dict]]:
 def versions(source: sources.Source, name: str) -> list[Version]:
     found = []
     for entry in index(source).get(name, []):
-        found.append(Version(source, name, int(entry["version"]), source.root / entry["file"], entry["sha256"], str(entry.get("date", ""))))
+        found.append(
+            Version(
+                source,
+                name,
+                int(entry["version"]),
+                source.root / entry["file"],
+                entry["sha256"],
+                str(entry.get("date", "")),
+            )
+        )
     return sorted(found, key=lambda v: v.number)
 
 
@@ -87,8 +96,11 @@ def verified(version: Version) -> Version:
         raise RecipeError(f"{version.file}: error[hash-mismatch] published version {version.qualified} is missing", 1)
     actual = sha256(version.file)
     if actual != version.sha256:
-        raise RecipeError(f"{version.file}: error[hash-mismatch] published version {version.qualified} was changed after "
-                          f"publishing (sha256 {actual[:12]}, index says {version.sha256[:12]})", 1)
+        raise RecipeError(
+            f"{version.file}: error[hash-mismatch] published version {version.qualified} was changed after "
+            f"publishing (sha256 {actual[:12]}, index says {version.sha256[:12]})",
+            1,
+        )
     return version
 
 
@@ -96,20 +108,11 @@ def verified(version: Version) -> Version:
 def _locked(source: sources.Source):
     """One publisher at a time per source; a second waits, then fails cleanly."""
     source.root.mkdir(parents=True, exist_ok=True)
-    with open(source.root / LOCK, "a+") as handle:
-        deadline = time.monotonic() + LOCK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise RecipeError(f"{source.root}: another publish holds {LOCK} (hint: try again)") from None
-                time.sleep(0.05)
-        try:
+    try:
+        with FileLock(source.root / LOCK, timeout=LOCK_WAIT_S):
             yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    except Timeout:
+        raise RecipeError(f"{source.root}: another publish holds {LOCK} (hint: try again)") from None
 
 
 def publish(recipe, source: sources.Source) -> Version:
@@ -128,13 +131,21 @@ def publish(recipe, source: sources.Source) -> Version:
             raise RecipeError(f"{target}: exists; a published version is never overwritten (hint: check {INDEX})")
         frozen = dict(recipe.data)
         frozen["recipe"] = {**frozen["recipe"], "name": name, "version": number}
-        text = (f"# {name}@{number}: published by recipe; immutable (its sha256 is in {INDEX}).\n"
-                + yaml.safe_dump(frozen, sort_keys=False, width=100))
+        text = f"# {name}@{number}: published by recipe; immutable (its sha256 is in {INDEX}).\n" + yaml.safe_dump(
+            frozen, sort_keys=False, width=100
+        )
         write_atomic(target, text, 0o444)
         digest = hashlib.sha256(text.encode()).hexdigest()
         date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        entries.setdefault(name, []).append({"version": number, "file": relative.as_posix(), "sha256": digest, "date": date,
-                                             "summary": frozen["recipe"].get("summary", "")})
+        entries.setdefault(name, []).append(
+            {
+                "version": number,
+                "file": relative.as_posix(),
+                "sha256": digest,
+                "date": date,
+                "summary": frozen["recipe"].get("summary", ""),
+            }
+        )
         header = "# published versions: written by `recipe publish`, checked by `recipe validate --all`\n"
         write_atomic(source.root / INDEX, header + yaml.safe_dump({"versions": entries}, sort_keys=False, width=1000))
     return Version(source, name, number, target, digest, date)

@@ -11,16 +11,28 @@ from pathlib import Path
 
 import yaml
 
-from . import sources
-from .errors import RecipeError
-from .load import load_file
-from .names import Name
+from registry.errors import RecipeError
+from registry.files import SCHEMA_DIR
+from registry.load import load_file
+from registry.names import Name
+from registry.sharing import sources
 
 OPENTAU_PARTS = {"pi07_low_level": "pi07", "pi05": "pi05"}
 _DISTRIBUTED = {"MULTI_GPU": "ddp", "NO": "ddp", "MULTI_CPU": "ddp", "DEEPSPEED": "deepspeed", "FSDP": "fsdp"}
-_POLICY_KEYS = ("type", "pretrained_path", "n_obs_steps", "history_interval", "chunk_size", "n_action_steps",
-                "resize_imgs_with_padding", "attention_implementation", "gradient_checkpointing", "freeze_vision_encoder",
-                "train_expert_only", "use_torch_compile")
+_POLICY_KEYS = (
+    "type",
+    "pretrained_path",
+    "n_obs_steps",
+    "history_interval",
+    "chunk_size",
+    "n_action_steps",
+    "resize_imgs_with_padding",
+    "attention_implementation",
+    "gradient_checkpointing",
+    "freeze_vision_encoder",
+    "train_expert_only",
+    "use_torch_compile",
+)
 
 
 def from_accelerate(path: Path, gpu: str) -> tuple[dict, list[str]]:
@@ -28,16 +40,23 @@ def from_accelerate(path: Path, gpu: str) -> tuple[dict, list[str]]:
     notes: list[str] = []
     kind = data.get("distributed_type", "NO")
     if kind not in _DISTRIBUTED:
-        raise RecipeError(f"{path}: distributed_type {kind!r} has no recipe backend (known: {', '.join(_DISTRIBUTED)})", 1)
+        raise RecipeError(
+            f"{path}: distributed_type {kind!r} has no recipe backend (known: {', '.join(_DISTRIBUTED)})", 1
+        )
     processes, machines = int(data.get("num_processes", 1)), int(data.get("num_machines", 1))
     cpu = bool(data.get("use_cpu")) or kind == "MULTI_CPU"
     backend: dict = {"kind": _DISTRIBUTED[kind], "mixed_precision": str(data.get("mixed_precision") or "no")}
     recipe: dict = {"backend": backend, "train": {}}
     per_node = processes // max(1, machines)
-    recipe["hardware"] = ({"gpu": None, "gpus_per_node": 0, "processes_per_node": per_node, "nodes": machines} if cpu
-                          else {"gpu": gpu, "gpus_per_node": per_node, "nodes": machines})
+    recipe["hardware"] = (
+        {"gpu": None, "gpus_per_node": 0, "processes_per_node": per_node, "nodes": machines}
+        if cpu
+        else {"gpu": gpu, "gpus_per_node": per_node, "nodes": machines}
+    )
     if machines > 1:
-        recipe["launch"] = {k: data[k] for k in ("main_process_ip", "main_process_port", "rdzv_backend") if data.get(k) is not None}
+        recipe["launch"] = {
+            k: data[k] for k in ("main_process_ip", "main_process_port", "rdzv_backend") if data.get(k) is not None
+        }
     if kind == "DEEPSPEED":
         _deepspeed(data.get("deepspeed_config") or {}, path, recipe, notes)
     if kind == "FSDP":
@@ -64,7 +83,10 @@ def _deepspeed(section: dict, path: Path, recipe: dict, notes: list[str]) -> Non
             backend["mixed_precision"] = "bf16"
         elif ds.get("fp16", {}).get("enabled") is True:
             backend["mixed_precision"] = "fp16"
-        for src, dst in (("train_micro_batch_size_per_gpu", "micro_batch_size"), ("gradient_accumulation_steps", "gradient_accumulation_steps")):
+        for src, dst in (
+            ("train_micro_batch_size_per_gpu", "micro_batch_size"),
+            ("gradient_accumulation_steps", "gradient_accumulation_steps"),
+        ):
             if isinstance(ds.get(src), int):
                 train[dst] = ds[src]
         if isinstance(ds.get("gradient_clipping"), (int, float)):
@@ -73,7 +95,10 @@ def _deepspeed(section: dict, path: Path, recipe: dict, notes: list[str]) -> Non
             backend["zero3_save_16bit_model"] = bool(zero["stage3_gather_16bit_weights_on_model_save"])
         return
     backend["zero_stage"] = int(section.get("zero_stage", 0))
-    offload = {"optimizer": section.get("offload_optimizer_device") or "none", "param": section.get("offload_param_device") or "none"}
+    offload = {
+        "optimizer": section.get("offload_optimizer_device") or "none",
+        "param": section.get("offload_param_device") or "none",
+    }
     backend["offload"] = offload
     for key in ("zero3_init_flag", "zero3_save_16bit_model"):
         if section.get(key) is not None:
@@ -106,9 +131,14 @@ def _fsdp(section: dict, recipe: dict) -> None:
     classes = [c.strip() for c in str(section.get("fsdp_transformer_layer_cls_to_wrap") or "").split(",") if c.strip()]
     if classes:
         recipe.setdefault("policy", {})["block_classes"] = classes
-    for src, dst in (("fsdp_state_dict_type", "state_dict_type"), ("fsdp_activation_checkpointing", "activation_checkpointing"),
-                     ("fsdp_sync_module_states", "sync_module_states"), ("fsdp_cpu_ram_efficient_loading", "cpu_ram_efficient_loading"),
-                     ("fsdp_offload_params", "offload_params"), ("fsdp_min_num_params", "min_num_params")):
+    for src, dst in (
+        ("fsdp_state_dict_type", "state_dict_type"),
+        ("fsdp_activation_checkpointing", "activation_checkpointing"),
+        ("fsdp_sync_module_states", "sync_module_states"),
+        ("fsdp_cpu_ram_efficient_loading", "cpu_ram_efficient_loading"),
+        ("fsdp_offload_params", "offload_params"),
+        ("fsdp_min_num_params", "min_num_params"),
+    ):
         if src in section:
             backend[dst] = section[src]
 
@@ -121,13 +151,21 @@ def from_opentau(path: Path, recipe: dict) -> str | None:
     policy_cfg, mixture = cfg.get("policy", {}), cfg.get("dataset_mixture", {})
     policy = recipe.setdefault("policy", {})
     policy.update({k: policy_cfg[k] for k in _POLICY_KEYS if k in policy_cfg})
-    extra = {k: v for k, v in policy_cfg.items() if k not in _POLICY_KEYS and not k.startswith(("optimizer_", "scheduler_"))}
+    extra = {
+        k: v for k, v in policy_cfg.items() if k not in _POLICY_KEYS and not k.startswith(("optimizer_", "scheduler_"))
+    }
     if extra:
         policy["options"] = extra
     dataset = recipe.setdefault("dataset", {})
     first = (mixture.get("datasets") or [{}])[0]
     dataset.update({k: first[k] for k in ("repo_id", "root", "episodes", "revision") if first.get(k) is not None})
-    for key in ("n_obs_history", "action_freq", "image_resample_strategy", "vector_resample_strategy", "val_split_ratio"):
+    for key in (
+        "n_obs_history",
+        "action_freq",
+        "image_resample_strategy",
+        "vector_resample_strategy",
+        "val_split_ratio",
+    ):
         if mixture.get(key) is not None:
             dataset[key] = mixture[key]
     drops = {k[: -len("_drop_prob")]: v for k, v in mixture.items() if k.endswith("_drop_prob")}
@@ -139,8 +177,14 @@ def from_opentau(path: Path, recipe: dict) -> str | None:
     train = recipe.setdefault("train", {})
     if cfg.get("dataloader_batch_size"):
         train["micro_batch_size"] = cfg["dataloader_batch_size"]
-    for src, dst in (("gradient_accumulation_steps", "gradient_accumulation_steps"), ("steps", "steps"), ("seed", "seed"),
-                     ("log_freq", "log_every"), ("num_workers", "num_workers"), ("prefetch_factor", "prefetch_factor")):
+    for src, dst in (
+        ("gradient_accumulation_steps", "gradient_accumulation_steps"),
+        ("steps", "steps"),
+        ("seed", "seed"),
+        ("log_freq", "log_every"),
+        ("num_workers", "num_workers"),
+        ("prefetch_factor", "prefetch_factor"),
+    ):
         if cfg.get(src) is not None:
             train[dst] = cfg[src]
     if cfg.get("batch_size") is not None:
@@ -149,14 +193,26 @@ def from_opentau(path: Path, recipe: dict) -> str | None:
         train["checkpoint"] = {"every": cfg["save_freq"]}
     if cfg.get("loss_weighting"):
         train["loss_weights"] = cfg["loss_weighting"]
-    opt = {k: v for k, v in (cfg.get("optimizer") or {}).items() if k in ("type", "lr", "weight_decay", "grad_clip_norm", "betas", "eps")}
+    opt = {
+        k: v
+        for k, v in (cfg.get("optimizer") or {}).items()
+        if k in ("type", "lr", "weight_decay", "grad_clip_norm", "betas", "eps")
+    }
     if opt:
         train["optimizer"] = {**train.get("optimizer", {}), **opt}
     sched = cfg.get("scheduler") or {}
     if sched:
-        train["scheduler"] = {k: v for k, v in {"type": sched.get("type"), "warmup_steps": sched.get("num_warmup_steps"),
-                                                 "decay_steps": sched.get("num_decay_steps"), "peak_lr": sched.get("peak_lr"),
-                                                 "decay_lr": sched.get("decay_lr")}.items() if v is not None}
+        train["scheduler"] = {
+            k: v
+            for k, v in {
+                "type": sched.get("type"),
+                "warmup_steps": sched.get("num_warmup_steps"),
+                "decay_steps": sched.get("num_decay_steps"),
+                "peak_lr": sched.get("peak_lr"),
+                "decay_lr": sched.get("decay_lr"),
+            }.items()
+            if v is not None
+        }
     recipe["trainer"] = {"kind": "opentau"}
     return OPENTAU_PARTS.get(policy_cfg.get("type"))
 
@@ -174,10 +230,16 @@ def from_lerobot(args: str, recipe: dict) -> str | None:
             key, value = token[2:], tokens[i + 1]
             i += 1
         else:
-            raise RecipeError(f"--trainer-args: cannot read {token!r} (hint: --key=value flags as lerobot-train takes them)")
+            raise RecipeError(
+                f"--trainer-args: cannot read {token!r} (hint: --key=value flags as lerobot-train takes them)"
+            )
         flags[key] = value
         i += 1
-    policy, dataset, train = recipe.setdefault("policy", {}), recipe.setdefault("dataset", {}), recipe.setdefault("train", {})
+    policy, dataset, train = (
+        recipe.setdefault("policy", {}),
+        recipe.setdefault("dataset", {}),
+        recipe.setdefault("train", {}),
+    )
     lerobot: dict = {"api": "accelerate"}
     read = {
         "policy.type": lambda v: policy.__setitem__("type", v),
@@ -213,11 +275,13 @@ def from_lerobot(args: str, recipe: dict) -> str | None:
 
 
 def render(recipe: dict, part: str | None, origin: str, name: str, dest: Path) -> str:
-    schema = os.path.relpath(sources.SCHEMA_DIR / "recipe.schema.json", dest.resolve().parent)
+    schema = os.path.relpath(SCHEMA_DIR / "recipe.schema.json", dest.resolve().parent)
     doc = {"recipe": {"name": name, "summary": f"imported from {origin}"}}
     if part:
         doc["extends"] = [f"policy/{part}"]
     for section in ("trainer", "policy", "dataset", "backend", "hardware", "train", "launch"):
         if recipe.get(section):
             doc[section] = recipe[section]
-    return f"# yaml-language-server: $schema={schema}\n# imported by `recipe import` from {origin}\n" + yaml.safe_dump(doc, sort_keys=False, width=100)
+    return f"# yaml-language-server: $schema={schema}\n# imported by `recipe import` from {origin}\n" + yaml.safe_dump(
+        doc, sort_keys=False, width=100
+    )

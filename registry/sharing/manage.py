@@ -6,8 +6,8 @@ import re
 import shutil
 from pathlib import Path
 
-from . import config, git, sources
-from .errors import RecipeError
+from registry.errors import RecipeError
+from registry.sharing import config, git, sources
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 _URL = re.compile(r"^(file|https?|ssh|git)://|^[\w.-]+@[\w.-]+:")
@@ -19,7 +19,7 @@ def add(name: str, where: str) -> str:
     entries = config.entries()
     if any(e["name"] == name for e in entries):
         raise RecipeError(f"a source named {name!r} exists (hint: recipe source remove {name} first)")
-    if _URL.match(where) or where.endswith(".git") and not Path(where).is_dir():
+    if _URL.match(where) or (where.endswith(".git") and not Path(where).is_dir()):
         clone = config.cache_dir() / name
         if clone.exists():
             shutil.rmtree(clone)
@@ -75,7 +75,7 @@ def rows() -> list[list[str]]:
 
 def winners() -> list[list[str]]:
     """For every name defined in more than one source: which source wins, which are shadowed."""
-    from .versions import index
+    from registry.sharing.versions import index
 
     seen: dict[str, list[str]] = {}
     for source in sources.all_sources():

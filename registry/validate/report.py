@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from . import sources
-from .compose import compose
-from .errors import RecipeError
-from .load import load_cached
-from .names import AXES
-from .validate import CATALOG, ROOT, Problem, validate
+from registry.compose import compose
+from registry.errors import RecipeError
+from registry.load import load_cached
+from registry.names import AXES
+from registry.sharing import sources
+from registry.validate import CATALOG, ROOT, Problem, validate
 
 
 @dataclass
@@ -73,7 +73,7 @@ def validate_all() -> Iterator[Report]:
 
 
 def _published(source) -> Iterator[Report]:
-    from . import versions
+    from registry.sharing import versions
 
     for name in versions.index(source):
         for version in versions.versions(source, name):

@@ -9,17 +9,19 @@ Every key keeps the 'file:line:column' of the layer that set it last.
 
 from __future__ import annotations
 
-import copy
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from . import catalog, names, sources, versions
-from .errors import RecipeError
-from .load import Loaded, display_path, load_cached
-from .names import AXES, Name
-from .overrides import Overrides
-from .overrides import parse as parse_overrides
+from registry import names
+from registry.compose import catalog
+from registry.compose.overrides import Overrides
+from registry.compose.overrides import parse as parse_overrides
+from registry.doc import exists, leaves, merge
+from registry.errors import RecipeError
+from registry.load import Loaded, display_path, load_cached
+from registry.names import AXES, Name
+from registry.sharing import sources, versions
 
 COMMAND_LINE = "command line"
 # Sections that describe one file, not what it extends: a recipe that extends a tuned recipe
@@ -65,7 +67,7 @@ class Plan:
     """The layers of a recipe, in merge order, and the files they came from."""
 
     @classmethod
-    def of(cls, target: str, overrides: list[str] | None = None) -> "Plan":
+    def of(cls, target: str, overrides: list[str] | None = None) -> Plan:
         plan = cls(parse_overrides(list(overrides or [])))
         version = None if names.looks_like_file(target) else versions.lookup(names.parse(target))
         if version is not None:
@@ -86,7 +88,7 @@ class Plan:
             plan.name = plan.add_name(names.parse(target), where=None, own=True)
         return plan._finish()
 
-    def _finish(self) -> "Plan":
+    def _finish(self) -> Plan:
         if self.overrides.sets:
             # figures measured on the recipe as written do not describe an overridden one
             self.layers = [_strip(layer, own=True, drop=("results",)) for layer in self.layers]
@@ -135,7 +137,7 @@ class Plan:
     def add(self, path: Path, own: bool) -> None:
         path = path.resolve()
         if path in self.stack:
-            chain = " -> ".join(_short(p) for p in self.stack[self.stack.index(path):] + [path])
+            chain = " -> ".join(_short(p) for p in self.stack[self.stack.index(path) :] + [path])
             raise RecipeError(f"{_short(path)}: error[extends-cycle] cyclic extends: {chain}", 1)
         if path in self.inputs:
             return
@@ -193,7 +195,7 @@ def _override_layer(ov: Overrides) -> Loaded:
             node = node[key]
         node[path[-1]] = value
         origins[path] = COMMAND_LINE
-        for sub in _paths(value, path):
+        for sub in leaves(value, path):
             origins[sub] = COMMAND_LINE
     return Loaded(COMMAND_LINE, data, origins)
 
@@ -207,44 +209,7 @@ def _merge(layers: list[Loaded]) -> tuple[dict, dict]:
     origins: dict[tuple, str] = {}
     for layer in layers:
         origins.update(layer.origins)
-    return data, {p: o for p, o in origins.items() if _exists(data, p)}
-
-
-def merge(base: dict, layer: dict) -> dict:
-    """OmegaConf.merge's semantics on plain data, returning new containers: mappings merge key
-    by key; lists, scalars and null replace. OmegaConf itself costs about 10 ms per recipe
-    here against 0.03 ms (benchmarks/README.md), more than the whole validation budget;
-    tests/test_compose.py pins this function to OmegaConf.merge on every bundled cell."""
-    out = dict(base)
-    for key, value in layer.items():
-        if isinstance(value, dict):
-            out[key] = merge(out[key] if isinstance(out.get(key), dict) else {}, value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def _exists(data, path: tuple) -> bool:
-    node = data
-    for key in path:
-        if isinstance(node, dict) and key in node:
-            node = node[key]
-        elif isinstance(node, list) and isinstance(key, int) and key < len(node):
-            node = node[key]
-        else:
-            return False
-    return True
-
-
-def _paths(value, prefix: tuple):
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield prefix + (k,)
-            yield from _paths(v, prefix + (k,))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield prefix + (i,)
-            yield from _paths(v, prefix + (i,))
+    return data, {p: o for p, o in origins.items() if exists(data, p)}
 
 
 def _short(path: Path) -> str:

@@ -5,24 +5,20 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import yaml
 
-from . import machine
-from .compose import Recipe, compose
-from .errors import RecipeError
-from .files import write_atomic
-from .resolve import Bundle, resolve
-from .train import RESUME
-from .validate import validate
-
-GRACE_S = 10.0  # between SIGTERM to the ranks and SIGKILL
+from registry.compose import Recipe, compose
+from registry.errors import RecipeError
+from registry.files import write_atomic
+from registry.resolve import Bundle, resolve
+from registry.run import machine
+from registry.run.supervise import supervise
+from registry.train import RESUME
+from registry.validate import validate
 
 
 def checked(target: str, overrides: list[str]) -> tuple[Recipe, Bundle]:
@@ -33,7 +29,9 @@ def checked(target: str, overrides: list[str]) -> tuple[Recipe, Bundle]:
         print(p.render(), file=sys.stderr)
     errors = sum(p.is_error for p in problems)
     if errors:
-        raise RecipeError(f"{recipe.name}: invalid ({errors} error{'s' if errors > 1 else ''}); nothing was resolved", 1)
+        raise RecipeError(
+            f"{recipe.name}: invalid ({errors} error{'s' if errors > 1 else ''}); nothing was resolved", 1
+        )
     return recipe, resolve(recipe)
 
 
@@ -79,15 +77,24 @@ def show(bundle: Bundle) -> None:
     print(f"==> command <==\n{bundle.command}")
 
 
-def run(target: str, overrides: list[str], *, dry_run: bool, output_dir: str | None, allow_mismatch: bool,
-        resume: str | None = None) -> int:
+def run(
+    target: str,
+    overrides: list[str],
+    *,
+    dry_run: bool,
+    output_dir: str | None,
+    allow_mismatch: bool,
+    resume: str | None = None,
+) -> int:
     recipe, bundle = checked(target, overrides)
     if dry_run:
         show(bundle)
         return 0
     why = machine.mismatch(recipe.data, machine.gpus())
     if why and not allow_mismatch:
-        raise RecipeError(f"{why} (hint: run on matching hardware, swap it with hardware=..., or pass --allow-hardware-mismatch)", 1)
+        raise RecipeError(
+            f"{why} (hint: run on matching hardware, swap it with hardware=..., or pass --allow-hardware-mismatch)", 1
+        )
     env = launch_env(bundle)
     if not find_program(bundle.program, env):
         raise RecipeError(f"{bundle.program} not found on PATH (hint: {bundle.install_hint})", 127)
@@ -104,7 +111,9 @@ def run(target: str, overrides: list[str], *, dry_run: bool, output_dir: str | N
 
 def _resumable(recipe: Recipe, bundle: Bundle, where: str) -> Path:
     if recipe.data["trainer"]["kind"] != "builtin":
-        raise RecipeError("--resume drives the built-in trainer; resume other trainers with their own flags (opentau: --resume=true)")
+        raise RecipeError(
+            "--resume drives the built-in trainer; resume other trainers with their own flags (opentau: --resume=true)"
+        )
     folder = Path(where) if where else _latest_run(recipe)
     lock_file = folder / "recipe.lock.yaml"
     if not lock_file.is_file():
@@ -112,7 +121,9 @@ def _resumable(recipe: Recipe, bundle: Bundle, where: str) -> Path:
     if not (folder / "checkpoints" / "last" / "trainer_state.json").is_file():
         raise RecipeError(f"{folder}: no checkpoint to resume from (checkpoints/last)")
     if yaml.safe_load(lock_file.read_text())["resolved"] != recipe.data:
-        raise RecipeError(f"{folder}: the recipe resolves differently from when this run started (hint: pass the same name and overrides)")
+        raise RecipeError(
+            f"{folder}: the recipe resolves differently from when this run started (hint: pass the same name and overrides)"
+        )
     return folder
 
 
@@ -137,68 +148,3 @@ def _local_nodes(doc: dict, env: dict[str, str]) -> list[dict[str, str]]:
     if nodes == 1 or ip not in ("127.0.0.1", "localhost"):
         return [env]
     return [{**env, "MACHINE_RANK": str(rank)} for rank in range(nodes)]
-
-
-def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path, echo: bool = True) -> int:
-    """Run each command in its own process group, copy their output to ours and to launch.log.
-    The first failure, SIGINT or SIGTERM stops every group (SIGTERM, then SIGKILL after GRACE_S);
-    the exit code is the first failure's, 128+signal when stopped, else 0."""
-    log = open(cwd / "launch.log", "ab")
-    lock = threading.Lock()
-    procs = [subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-             for argv, env in commands]
-    pumps = [threading.Thread(target=_copy, args=(p.stdout, log, lock, echo), daemon=True) for p in procs]
-    for pump in pumps:
-        pump.start()
-    stopping: list[int] = []
-    deadline = threading.Timer(GRACE_S, _signal_all, (procs, signal.SIGKILL))
-    deadline.daemon = True
-
-    def stop(reason: int):
-        if stopping:
-            _signal_all(procs, signal.SIGKILL)  # asked twice: no more waiting
-            return
-        stopping.append(reason)
-        _signal_all(procs, signal.SIGTERM)
-        deadline.start()
-
-    previous = {s: signal.signal(s, lambda signum, frame: stop(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
-    failure = 0
-    try:
-        while any(p.poll() is None for p in procs):
-            for p in procs:
-                if p.returncode not in (None, 0) and not stopping:
-                    failure = p.returncode
-                    stop(0)  # one node died: the others would wait for it forever
-            time.sleep(0.1)
-        for pump in pumps:
-            pump.join()
-        _signal_all(procs, signal.SIGKILL)  # no rank outlives its launcher
-    finally:
-        deadline.cancel()
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        log.close()
-    if stopping and stopping[0]:
-        return 128 + stopping[0]
-    failure = failure or next((p.returncode for p in procs if p.returncode), 0)
-    return 128 - failure if failure < 0 else failure
-
-
-def _copy(stream, log, lock, echo: bool) -> None:
-    out = sys.stdout.buffer
-    for chunk in iter(lambda: stream.read1(65536), b""):
-        with lock:
-            if echo:
-                out.write(chunk)
-                out.flush()
-            log.write(chunk)
-            log.flush()
-
-
-def _signal_all(procs, sig: int) -> None:
-    for p in procs:
-        try:
-            os.killpg(p.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass

@@ -5,13 +5,19 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from .errors import RecipeError
+from registry.errors import RecipeError
 
 
 def _git(*args: str, cwd: Path | None = None, timeout: int = 120) -> str:
     try:
-        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                             env={"GIT_TERMINAL_PROMPT": "0", "PATH": __import__("os").environ.get("PATH", "")})
+        out = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={"GIT_TERMINAL_PROMPT": "0", "PATH": __import__("os").environ.get("PATH", "")},
+        )
     except FileNotFoundError:
         raise RecipeError("git is not installed (hint: apt-get install git)") from None
     except subprocess.TimeoutExpired:

@@ -25,7 +25,9 @@ def to_yaml(data: dict, origins: dict | None = None) -> str:
 def to_json(data: dict, origins: dict | None = None) -> str:
     if origins is None:
         return json.dumps(data, indent=2) + "\n"
-    flat = {".".join(str(p) for p in path): origin for path, origin in sorted(origins.items(), key=lambda kv: _key(kv[0]))}
+    flat = {
+        ".".join(str(p) for p in path): origin for path, origin in sorted(origins.items(), key=lambda kv: _key(kv[0]))
+    }
     return json.dumps({"recipe": data, "origins": flat}, indent=2) + "\n"
 
 
@@ -71,5 +73,8 @@ def _block(value, path: tuple, indent: int, lines: list, origins: dict) -> None:
 
 def table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
-    fmt = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
+
+    def fmt(r):
+        return "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
+
     return "\n".join([fmt(header)] + [fmt(r) for r in rows]) + "\n"

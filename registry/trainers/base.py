@@ -1,0 +1,78 @@
+"""Trainer adapters: a resolved recipe -> the trainer's own config files and its command line.
+
+Each adapter is a module with one function, `invocation(doc, ctx) -> Invocation`; the table
+below is the only place that knows them. No code named by a recipe is ever imported.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from registry.errors import RecipeError
+
+
+class Raw(str):
+    """Shell text written by an adapter (never from recipe values): left unquoted in launch.sh."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """What an adapter needs to know about the launch."""
+
+    launcher: str  # accelerate | torchrun
+    accelerate_config: str | Raw  # the yaml to pass (per node when several)
+    nodes: int
+    processes_per_node: int
+
+    def torchrun(self) -> list:
+        if self.nodes == 1:
+            return ["torchrun", "--standalone", f"--nproc-per-node={self.processes_per_node}"]
+        return [
+            "torchrun",
+            f"--nproc-per-node={self.processes_per_node}",
+            f"--nnodes={self.nodes}",
+            "--node-rank",
+            Raw('"${MACHINE_RANK}"'),
+            "--master-addr",
+            Raw('"${MAIN_PROCESS_IP}"'),
+            "--master-port",
+            Raw('"${MAIN_PROCESS_PORT}"'),
+            "--rdzv-backend=static",
+        ]
+
+    def accelerate(self) -> list:
+        return ["accelerate", "launch", "--config_file", self.accelerate_config]
+
+
+@dataclass(frozen=True)
+class Invocation:
+    argv: list  # str | Raw
+    program: str  # must be on PATH
+    install_hint: str
+    files: dict[str, str] = field(default_factory=dict)  # the trainer's own config files
+    uses_accelerate_config: bool = True
+    # runs in the interpreter that runs `recipe` (its bin/ first on PATH); other trainers keep
+    # their own environments (OpenTau and LeRobot cannot share one, INVARIANTS 27)
+    same_python: bool = False
+
+
+def invocation(doc: dict, ctx: Context) -> Invocation:
+    from registry.trainers import builtin, command, lerobot, opentau
+
+    adapters = {"builtin": builtin, "opentau": opentau, "lerobot": lerobot, "command": command}
+    kind = doc["trainer"]["kind"]
+    if kind not in adapters:
+        raise RecipeError(f"unknown trainer kind {kind!r}; known: {', '.join(adapters)}", 1)
+    return adapters[kind].invocation(doc, ctx)
+
+
+def flag_value(value) -> str:
+    """How trainers' draccus/argparse flags spell a value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
