@@ -1,13 +1,77 @@
-"""The one exception type the CLI turns into a message and an exit code."""
+"""Problems, the one exception the CLI turns into a message, and the exit codes.
+
+A Problem is structured end to end (rule id, severity, path, origin, message, hint); it is
+rendered as one line only where it is printed. Nothing downstream parses message text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    """The CLI's exit codes."""
+
+    OK = 0
+    INVALID = 1  # the recipe (or a file it names) is invalid
+    USAGE = 2  # a usage error, an unknown name, an unreadable input
+    NOT_FOUND = 127  # the trainer's program is not on PATH (as the shell says)
+    INTERRUPTED = 130  # Ctrl-C
+
+
+@dataclass(frozen=True)
+class Problem:
+    severity: str  # "error" | "warning"
+    rule: str
+    path: str
+    message: str
+    origin: str | None = None  # file:line:column, or "command line"
+    hint: str | None = None
+    related: tuple[tuple[str, str | None], ...] = field(default=())  # (path, where it was set)
+    source: str | None = None  # the failure mode it guards against (docs/failure-modes.md)
+
+    def render(self) -> str:
+        where = f"{self.origin}: " if self.origin else ""
+        at = f" {self.path}:" if self.path else ""
+        text = f"{where}{self.severity}[{self.rule}]{at} {self.message}"
+        for path, origin in self.related:
+            text += f"; {path} set at {origin}" if origin else f"; {path} is not set"
+        if self.hint:
+            text += f" (hint: {self.hint})"
+        return text
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == "error"
 
 
 class RecipeError(Exception):
     """A problem with the user's input: printed as one line, never a traceback.
 
-    exit_code follows the CLI contract: 1 for an invalid recipe, 2 for a usage error or an
-    unknown name.
+    Either a plain message (a usage error, an unknown name: exit 2 unless told) or a Problem in
+    a file or value (exit 1), made with `RecipeError.at`.
     """
 
-    def __init__(self, message: str, exit_code: int = 2):
+    def __init__(self, message: str, exit_code: int = Exit.USAGE, problem: Problem | None = None):
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = int(exit_code)
+        self.problem = problem
+
+    @classmethod
+    def at(
+        cls,
+        origin: str | None,
+        rule: str,
+        message: str,
+        *,
+        path: str = "",
+        hint: str | None = None,
+        exit_code: int = Exit.INVALID,
+    ) -> RecipeError:
+        problem = Problem("error", rule, path, message, origin, hint)
+        return cls(problem.render(), exit_code, problem)
+
+    def render(self, prefix: str = "recipe") -> str:
+        """The line the CLI prints: the problem as is, or the message after `prefix: error:`."""
+        return self.problem.render() if self.problem else f"{prefix}: error: {self}"

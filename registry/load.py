@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from registry.errors import RecipeError
+from registry.errors import Exit, RecipeError
 
 MAX_BYTES = 1 << 20  # a recipe is a few KiB; anything near this is not a recipe
 MAX_NODES = 20_000  # nodes after alias expansion
@@ -67,11 +67,11 @@ def load_file(path: Path) -> Loaded:
     except OSError as e:
         raise RecipeError(f"{shown}: cannot read: {e.strerror}") from None
     if len(raw) > MAX_BYTES:
-        raise RecipeError(f"{shown}: larger than {MAX_BYTES} bytes; not a recipe file", 1)
+        raise RecipeError.at(shown, "size", f"larger than {MAX_BYTES} bytes; not a recipe file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise RecipeError(f"{shown}: not UTF-8 text (byte {e.start})", 1) from None
+        raise RecipeError(f"{shown}: not UTF-8 text (byte {e.start})", Exit.INVALID) from None
     return load_text(text, shown)
 
 
@@ -81,19 +81,19 @@ def load_text(text: str, file: str, *, allow_empty: bool = False) -> Loaded:
     try:
         node = loader.get_single_node()
     except yaml.MarkedYAMLError as e:
-        raise RecipeError(_yaml_message(file, e), 1) from None
+        raise _yaml_error(file, e) from None
     except yaml.YAMLError as e:
-        raise RecipeError(f"{file}: error[yaml] {e}", 1) from None
+        raise RecipeError.at(file, "yaml", str(e)) from None
     finally:
         loader.dispose()
     if node is None:
         if allow_empty:
             return Loaded(file, {}, {})
-        raise RecipeError(f"{file}: error[empty] the file is empty (hint: a recipe is a YAML mapping)", 1)
+        raise RecipeError.at(file, "empty", "the file is empty", hint="a recipe is a YAML mapping")
     walker = _Walker(file)
     data = walker.value(node, (), 0)
     if not isinstance(data, dict):
-        raise RecipeError(f"{walker.at(node)}: error[yaml] the document must be a mapping, not {_kind(node)}", 1)
+        raise RecipeError.at(walker.at(node), "yaml", f"the document must be a mapping, not {_kind(node)}")
     return Loaded(file, data, walker.origins)
 
 
@@ -113,8 +113,8 @@ class _Walker:
         m = node.start_mark
         return f"{self.file}:{m.line + 1}:{m.column + 1}"
 
-    def fail(self, node: yaml.Node, what: str, message: str):
-        raise RecipeError(f"{self.at(node)}: error[{what}] {message}", 1)
+    def fail(self, node: yaml.Node, what: str, message: str, hint: str | None = None):
+        raise RecipeError.at(self.at(node), what, message, hint=hint)
 
     def value(self, node: yaml.Node, path: Path_, depth: int):
         self.nodes += 1
@@ -124,11 +124,11 @@ class _Walker:
             self.fail(node, "yaml", f"nested deeper than {MAX_DEPTH} levels")
         if isinstance(node, yaml.MappingNode):
             if node.tag != _CORE + "map":
-                self.fail(node, "yaml-tag", f"tag {node.tag!r} is not allowed (hint: recipes use plain YAML)")
+                self.fail(node, "yaml-tag", f"tag {node.tag!r} is not allowed", hint="recipes use plain YAML")
             return self.mapping(node, path, depth)
         if isinstance(node, yaml.SequenceNode):
             if node.tag != _CORE + "seq":
-                self.fail(node, "yaml-tag", f"tag {node.tag!r} is not allowed (hint: recipes use plain YAML)")
+                self.fail(node, "yaml-tag", f"tag {node.tag!r} is not allowed", hint="recipes use plain YAML")
             items = []
             for i, item in enumerate(node.value):
                 self.origins[path + (i,)] = self.at(item)
@@ -137,7 +137,7 @@ class _Walker:
         if node.tag == _TIMESTAMP:
             return node.value
         if node.tag not in _SCALAR_TAGS:
-            self.fail(node, "yaml-tag", f"tag {node.tag!r} is not allowed (hint: recipes use plain YAML)")
+            self.fail(node, "yaml-tag", f"tag {node.tag!r} is not allowed", hint="recipes use plain YAML")
         if node.tag == _CORE + "str" and not node.style and _EXPONENT.fullmatch(node.value):
             return float(node.value)  # YAML 1.2 reads `lr: 3e-4` as a number; PyYAML's YAML 1.1 as text
         return _constructor.construct_object(node)
@@ -147,10 +147,10 @@ class _Walker:
         seen: dict[str, yaml.Node] = {}
         for key_node, value_node in node.value:
             if key_node.tag == _CORE + "merge":
-                self.fail(key_node, "yaml", "merge keys (<<) are not supported (hint: use `extends:`)")
+                self.fail(key_node, "yaml", "merge keys (<<) are not supported", hint="use `extends:`")
             key = self.value(key_node, path, depth + 1)
             if not isinstance(key, str):
-                self.fail(key_node, "yaml", f"key {key!r} must be a string (hint: quote it)")
+                self.fail(key_node, "yaml", f"key {key!r} must be a string", hint="quote it")
             if key in seen:
                 self.fail(key_node, "duplicate-key", f"key {key!r} already set at line {seen[key].start_mark.line + 1}")
             seen[key] = key_node
@@ -165,8 +165,8 @@ def _kind(node: yaml.Node) -> str:
     return "a scalar"
 
 
-def _yaml_message(file: str, e: yaml.MarkedYAMLError) -> str:
+def _yaml_error(file: str, e: yaml.MarkedYAMLError) -> RecipeError:
     mark = e.problem_mark or e.context_mark
     where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else file
     text = " ".join(str(x) for x in (e.context, e.problem) if x)
-    return f"{where}: error[yaml] {text}"
+    return RecipeError.at(where, "yaml", text)

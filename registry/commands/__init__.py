@@ -14,7 +14,7 @@ from pathlib import Path
 
 from registry import __version__
 from registry.compose import overrides
-from registry.errors import RecipeError
+from registry.errors import Exit, RecipeError
 from registry.names import AXES
 from registry.sharing import sources
 
@@ -31,10 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except RecipeError as e:
-        print(str(e) if ": error[" in str(e) else f"recipe: error: {e}", file=sys.stderr)
+        print(e.render(), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
-        return 130
+        return Exit.INTERRUPTED
     except BrokenPipeError:
         sys.stderr.close()  # the reader went away (`recipe list | head`)
         return 0

@@ -113,7 +113,7 @@ class Plan:
         try:
             version = versions.lookup(name)
         except RecipeError as e:
-            raise RecipeError(_at(where, str(e), "unknown-name"), _code(where)) from None
+            raise _at(where, str(e), "unknown-name") from None
         if version is not None:
             self.add(version.file, own=own)
             return version.name
@@ -130,7 +130,7 @@ class Plan:
             return "/".join(cell)
         path = sources.find(name)
         if path is None:
-            raise RecipeError(_at(where, _unknown_name(name), "unknown-name"), _code(where))
+            raise _at(where, _unknown_name(name), "unknown-name")
         self.add(path, own=own)
         return str(name)
 
@@ -138,14 +138,14 @@ class Plan:
         path = path.resolve()
         if path in self.stack:
             chain = " -> ".join(_short(p) for p in self.stack[self.stack.index(path) :] + [path])
-            raise RecipeError(f"{_short(path)}: error[extends-cycle] cyclic extends: {chain}", 1)
+            raise RecipeError.at(_short(path), "extends-cycle", f"cyclic extends: {chain}")
         if path in self.inputs:
             return
         doc = load_cached(path)
         extends = doc.data.get("extends", [])
         if not isinstance(extends, list) or not all(isinstance(e, str) for e in extends):
             where = doc.origins.get(("extends",), doc.file)
-            raise RecipeError(f"{where}: error[type] extends: must be a list of names or relative .yaml paths", 1)
+            raise RecipeError.at(where, "type", "must be a list of names or relative .yaml paths", path="extends")
         self.stack.append(path)
         for i, entry in enumerate(extends):
             where = doc.origins[("extends", i)]
@@ -155,7 +155,7 @@ class Plan:
                 try:
                     parsed = names.parse(entry)
                 except RecipeError as e:
-                    raise RecipeError(_at(where, str(e), "unsafe-name"), 1) from None
+                    raise RecipeError.at(where, "unsafe-name", str(e)) from None
                 self.add_name(parsed, where, own=False, swap=own)
         self.stack.pop()
         self.inputs.append(path)
@@ -172,14 +172,15 @@ def _strip(doc: Loaded, own: bool, drop: tuple = ()) -> Loaded:
 def _relative(parent: Path, entry: str, where: str) -> Path:
     rel = PurePosixPath(entry)
     if rel.is_absolute() or ".." in rel.parts:
-        raise RecipeError(
-            f"{where}: error[unsafe-name] extends entry {entry!r} leaves the recipe's folder "
-            "(hint: use a relative path below it, or a recipe name)",
-            1,
+        raise RecipeError.at(
+            where,
+            "unsafe-name",
+            f"extends entry {entry!r} leaves the recipe's folder",
+            hint="use a relative path below it, or a recipe name",
         )
     path = parent.parent.joinpath(*rel.parts)
     if not path.is_file():
-        raise RecipeError(f"{where}: error[unknown-name] extends entry {entry!r}: no such file", 1)
+        raise RecipeError.at(where, "unknown-name", f"extends entry {entry!r}: no such file")
     return path
 
 
@@ -216,12 +217,10 @@ def _short(path: Path) -> str:
     return display_path(path)
 
 
-def _at(where: str | None, message: str, rule: str) -> str:
-    return f"{where}: error[{rule}] {message}" if where else message
-
-
-def _code(where: str | None) -> int:
-    return 1 if where else 2
+def _at(where: str | None, message: str, rule: str) -> RecipeError:
+    """A name that a file names is a problem in that file; one typed on the command line is a
+    usage error."""
+    return RecipeError.at(where, rule, message) if where else RecipeError(message)
 
 
 def _unknown(what: str, value: str, known: list[str]) -> str:

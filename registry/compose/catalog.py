@@ -29,10 +29,12 @@ def expand_gpu(data: dict, origins: dict) -> None:
         where = origins.get(("hardware", "gpu"), "hardware.gpu")
         close = difflib.get_close_matches(gpu, list(table.data), n=3)
         hint = f"did you mean {', '.join(close)}?" if close else "add it to catalog/gpus.yaml"
-        raise RecipeError(
-            f"{where}: error[unknown-gpu] hardware.gpu: {gpu!r} is not in the GPU catalog "
-            f"(hint: {hint}; known: {', '.join(table.data)})",
-            1,
+        raise RecipeError.at(
+            where,
+            "unknown-gpu",
+            f"{gpu!r} is not in the GPU catalog",
+            path="hardware.gpu",
+            hint=f"{hint}; known: {', '.join(table.data)}",
         )
     hardware["gpu"] = {"name": gpu, **table.data[gpu]}
     origins[("hardware", "gpu", "name")] = origins.get(("hardware", "gpu"), table.file)

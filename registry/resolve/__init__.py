@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import yaml
 
 from registry.compose import Recipe
-from registry.errors import RecipeError
+from registry.errors import Exit, RecipeError
 from registry.resolve import launch
 from registry.resolve.accelerate import DEEPSPEED_JSON, accelerate_config
 from registry.resolve.deepspeed import deepspeed_config
@@ -46,7 +46,7 @@ def resolve(recipe: Recipe) -> Bundle:
         files[DEEPSPEED_JSON] = json.dumps(ds, indent=2) + "\n"
     for name in inv.files:
         if name in files:
-            raise RecipeError(f"trainer file {name} clashes with a generated file", 1)
+            raise RecipeError(f"trainer file {name} clashes with a generated file", Exit.INVALID)
     files.update(inv.files)
     files[launch.SCRIPT] = launch.script(doc, inv)
     if doc.get("launch", {}).get("launcher") == "slurm":

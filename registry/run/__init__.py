@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from registry.compose import Recipe, compose
-from registry.errors import RecipeError
+from registry.errors import Exit, RecipeError
 from registry.files import write_atomic
 from registry.resolve import Bundle, resolve
 from registry.run import machine
@@ -97,7 +97,7 @@ def run(
         )
     env = launch_env(bundle)
     if not find_program(bundle.program, env):
-        raise RecipeError(f"{bundle.program} not found on PATH (hint: {bundle.install_hint})", 127)
+        raise RecipeError(f"{bundle.program} not found on PATH (hint: {bundle.install_hint})", Exit.NOT_FOUND)
     if resume is not None:
         folder = _resumable(recipe, bundle, resume)
         env[RESUME] = "checkpoints/last"

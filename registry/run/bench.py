@@ -19,7 +19,7 @@ import yaml
 from registry import __version__
 from registry.commands.render import table
 from registry.compose import compose, patterns
-from registry.errors import RecipeError
+from registry.errors import Exit, RecipeError
 from registry.files import write_atomic
 from registry.load import load_text
 from registry.names import looks_like_file, parse
@@ -56,7 +56,7 @@ class Outcome:
 def summarize(records: list[dict], warmup: int) -> dict:
     steps = [r for r in records if "loss" in r and r["step"] > warmup]
     if not steps:
-        raise RecipeError("no measured steps in metrics.jsonl (hint: --steps must be at least 1)", 1)
+        raise RecipeError("no measured steps in metrics.jsonl (hint: --steps must be at least 1)", Exit.INVALID)
     time_total = sum(r["step_time_s"] for r in steps)
     batch = steps[0]["samples_per_s"] * steps[0]["step_time_s"]
     phases = {p: statistics.fmean(r.get("phases_s", {}).get(p, 0.0) for r in steps) for p in PHASES}
@@ -184,7 +184,7 @@ def record(outcome: Outcome, path: Path, command: str, steps: int) -> None:
     loaded = load_text(new, str(path))
     problems = [p for p in validate(loaded.data, loaded.origins, ROOT) if p.is_error]
     if problems:
-        raise RecipeError("; ".join(p.render() for p in problems), 1)
+        raise RecipeError("; ".join(p.render() for p in problems), Exit.INVALID)
     write_atomic(path, new)
 
 
@@ -219,4 +219,4 @@ def main(
                 continue
             record(o, path, command, steps)
             print(f"{cell}: recorded in {path}", file=sys.stderr)
-    return 1 if all(o.skipped for o in outcomes) else 0
+    return Exit.INVALID if all(o.skipped for o in outcomes) else Exit.OK

@@ -49,7 +49,9 @@ def index(source: sources.Source) -> dict[str, list[dict]]:
         return {}
     data = load_cached(path).data.get("versions", {})
     if not isinstance(data, dict):
-        raise RecipeError(f"{path}: malformed index (hint: versions: {{NAME: [{{version, file, sha256, date}}]}})", 1)
+        raise RecipeError.at(
+            str(path), "index", "malformed index", hint="versions: {NAME: [{version, file, sha256, date}]}"
+        )
     return data
 
 
@@ -93,13 +95,14 @@ def lookup(name: Name) -> Version | None:
 
 def verified(version: Version) -> Version:
     if not version.file.is_file():
-        raise RecipeError(f"{version.file}: error[hash-mismatch] published version {version.qualified} is missing", 1)
+        raise RecipeError.at(str(version.file), "hash-mismatch", f"published version {version.qualified} is missing")
     actual = sha256(version.file)
     if actual != version.sha256:
-        raise RecipeError(
-            f"{version.file}: error[hash-mismatch] published version {version.qualified} was changed after "
-            f"publishing (sha256 {actual[:12]}, index says {version.sha256[:12]})",
-            1,
+        raise RecipeError.at(
+            str(version.file),
+            "hash-mismatch",
+            f"published version {version.qualified} was changed after publishing "
+            f"(sha256 {actual[:12]}, index says {version.sha256[:12]})",
         )
     return version
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from registry.errors import RecipeError
+from registry.errors import Exit, RecipeError
 
 
 class Raw(str):
@@ -63,7 +63,7 @@ def invocation(doc: dict, ctx: Context) -> Invocation:
     adapters = {"builtin": builtin, "opentau": opentau, "lerobot": lerobot, "command": command}
     kind = doc["trainer"]["kind"]
     if kind not in adapters:
-        raise RecipeError(f"unknown trainer kind {kind!r}; known: {', '.join(adapters)}", 1)
+        raise RecipeError(f"unknown trainer kind {kind!r}; known: {', '.join(adapters)}", Exit.INVALID)
     return adapters[kind].invocation(doc, ctx)
 
 

@@ -7,7 +7,7 @@ import os
 import re
 
 from registry.doc import MISSING, lookup
-from registry.errors import RecipeError
+from registry.errors import Exit, RecipeError
 from registry.topology import world_size
 from registry.trainers.base import Context, Invocation, flag_value
 
@@ -21,7 +21,7 @@ def fill(template: str, doc: dict, known: dict) -> str:
             return str(known[key])
         found = lookup(doc, key)
         if found is MISSING:
-            raise RecipeError(f"trainer.command.args: {{{key}}} names nothing in the recipe", 1)
+            raise RecipeError(f"trainer.command.args: {{{key}}} names nothing in the recipe", Exit.INVALID)
         return flag_value(found)
 
     return _PLACEHOLDER.sub(value, template)

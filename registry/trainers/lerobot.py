@@ -3,7 +3,7 @@ or torchrun with `--parallelism.*` / `--accelerator.*` (main, api: parallelism).
 
 from __future__ import annotations
 
-from registry.errors import RecipeError
+from registry.errors import Exit, RecipeError
 from registry.trainers.base import Context, Invocation, Raw, flag_value
 
 PROGRAM = "lerobot-train"
@@ -45,7 +45,7 @@ def flags(doc: dict) -> list[str]:
 def invocation(doc: dict, ctx: Context) -> Invocation:
     backend, train = doc["backend"], doc["train"]
     if backend["kind"] == "deepspeed":
-        raise RecipeError("LeRobot has no DeepSpeed path (hint: use backend=ddp, fsdp or fsdp2)", 1)
+        raise RecipeError("LeRobot has no DeepSpeed path (hint: use backend=ddp, fsdp or fsdp2)", Exit.INVALID)
     options = doc["trainer"].get("lerobot", {})
     program = options.get("program", PROGRAM)
     script = Raw(f'"$(command -v {program})"')

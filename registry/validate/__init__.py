@@ -3,7 +3,8 @@ Problems in one pass."""
 
 from __future__ import annotations
 
-from registry.validate.problems import Problem, from_error
+from registry.errors import Problem
+from registry.validate.problems import from_error
 from registry.validate.schemas import CATALOG, RESOLVED, ROOT, validator
 
 

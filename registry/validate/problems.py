@@ -4,38 +4,11 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass, field
 
 from jsonschema.exceptions import ValidationError, best_match
 
 from registry.doc import MISSING, join, lookup, origin_of
-
-
-@dataclass(frozen=True)
-class Problem:
-    severity: str  # "error" | "warning"
-    rule: str
-    path: str
-    message: str
-    origin: str | None = None
-    hint: str | None = None
-    related: tuple[tuple[str, str | None], ...] = field(default=())  # (path, where it was set)
-    source: str | None = None
-
-    def render(self) -> str:
-        where = f"{self.origin}: " if self.origin else ""
-        at = f" {self.path}:" if self.path else ""
-        text = f"{where}{self.severity}[{self.rule}]{at} {self.message}"
-        for path, origin in self.related:
-            text += f"; {path} set at {origin}" if origin else f"; {path} is not set"
-        if self.hint:
-            text += f" (hint: {self.hint})"
-        return text
-
-    @property
-    def is_error(self) -> bool:
-        return self.severity == "error"
-
+from registry.errors import Problem
 
 # Structural keywords -> rule ids in messages.
 _RULES = {

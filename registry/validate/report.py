@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from registry.compose import compose
-from registry.errors import RecipeError
+from registry.errors import Exit, RecipeError
 from registry.load import load_cached
 from registry.names import AXES
 from registry.sharing import sources
@@ -31,17 +31,18 @@ class Report:
     def exit_code(self) -> int:
         if self.failure:
             return self.failure.exit_code
-        return 1 if self.errors else 0
+        return Exit.INVALID if self.errors else Exit.OK
 
     def lines(self) -> list[str]:
         if self.failure:
-            text = str(self.failure)
-            return [text if ": error[" in text else f"{self.target}: error: {text}"]
+            return [self.failure.render(prefix=self.target)]
         return [p.render() for p in self.problems]
 
     def summary(self) -> str:
         if self.failure:
-            return f"{self.target}: invalid" if self.failure.exit_code == 1 else f"{self.target}: not validated"
+            return (
+                f"{self.target}: invalid" if self.failure.exit_code == Exit.INVALID else f"{self.target}: not validated"
+            )
         if self.errors:
             return f"{self.target}: invalid ({_count(self.errors, 'error')}, {_count(self.warnings, 'warning')})"
         return f"{self.target}: valid" + (f" ({_count(self.warnings, 'warning')})" if self.warnings else "")
