@@ -4,6 +4,7 @@ that composition uses."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 
 MISSING = object()
 
@@ -20,8 +21,8 @@ def lookup(doc, path):
     """The value at a dotted path or a path tuple, or MISSING."""
     node = doc
     for key in split(path) if isinstance(path, str) else path:
-        if (isinstance(node, dict) and key in node) or (
-            isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node)
+        if (isinstance(node, Mapping) and key in node) or (
+            isinstance(node, (list, tuple)) and isinstance(key, int) and 0 <= key < len(node)
         ):
             node = node[key]
         else:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from registry import view
 from registry.topology import world_size
+from registry.view import Section
 
 GIB = 1024**3
 CUDA_CONTEXT_GIB = 0.5  # held outside torch's allocator on every rank
 WORKSPACE_GIB = 0.1  # allocated between steps beyond the model states: 0.08-0.11 GiB on every backend measured
-DEEPSPEED_REDUCE_BUCKET = 5e8  # DeepSpeed's default reduce_bucket_size, in elements
 DEEPSPEED_MAX_LIVE = 1e9  # DeepSpeed's default stage3_max_live_parameters
 ROWS = (
     "parameters",
@@ -82,19 +83,20 @@ class Estimate:
         return max(0, int((limit - fixed) // per_sample))
 
 
-def estimate(doc: dict) -> Estimate | None:
-    """None when the recipe runs on CPU or its policy declares no sizes."""
-    gpu = doc.get("hardware", {}).get("gpu")
-    mem = doc.get("policy", {}).get("memory")
-    if not isinstance(gpu, dict) or not isinstance(mem, dict) or "params" not in mem:
+def estimate(recipe: Section) -> Estimate | None:
+    """None when the recipe runs on CPU or its policy declares no sizes. `recipe` is the view of
+    a document the schema has accepted (registry/view.py)."""
+    recipe = view.of(recipe)
+    gpu, mem = recipe.hardware.gpu, recipe.policy.memory
+    if gpu is None or mem.params is None:
         return None
-    kept, forward, step = _layout(doc, mem)
-    overhead = _allocator_overhead(doc)
-    micro = int(doc.get("train", {}).get("micro_batch_size", 1))
-    per_sample = _activation_per_sample(doc, mem)
+    kept, forward, step = _layout(recipe)
+    overhead = float(recipe.backend.memory.allocator_overhead)
+    micro = recipe.train.micro_batch_size
+    per_sample = _activation_per_sample(recipe)
     forward = {**forward, "activations": per_sample * micro * GIB}
     phases = {name: _rows(kept, extra, overhead) for name, extra in ((FORWARD, forward), (STEP, step))}
-    return Estimate(float(gpu["memory_gib"]), phases, micro, per_sample, overhead)
+    return Estimate(float(gpu.memory_gib), phases, micro, per_sample, overhead)
 
 
 def _allocated(rows: dict[str, float]) -> float:
@@ -109,19 +111,18 @@ def _rows(kept: dict, extra: dict, overhead: float) -> dict[str, float]:
     return rows
 
 
-def describe(doc: dict) -> str:
+def describe(recipe: Section) -> str:
     """One line saying how the recipe is laid out, for the estimate's header."""
-    backend, hw = doc["backend"], doc["hardware"]
-    kind = backend["kind"]
-    layout = {
-        "ddp": "DDP",
-        "deepspeed": f"ZeRO-{backend.get('zero_stage', 0)}",
-        "fsdp": f"FSDP{backend.get('version', 1)} {backend.get('sharding', 'FULL_SHARD') if backend.get('version', 1) == 1 else ''}".strip(),
-    }[kind]
-    offload = backend.get("offload", {})
-    if kind == "deepspeed" and any(offload.get(k, "none") != "none" for k in ("optimizer", "param")):
-        layout += f" (offload optimizer {offload.get('optimizer', 'none')}, parameters {offload.get('param', 'none')})"
-    return f"{layout} over {world_size(doc)} ranks on {hw['gpus_per_node']} x {hw['gpu'].get('name', 'GPU')} per node"
+    recipe = view.of(recipe)
+    backend, hw = recipe.backend, recipe.hardware
+    fsdp1 = f" {backend.sharding}" if backend.version == 1 else ""
+    layout = {"ddp": "DDP", "deepspeed": f"ZeRO-{backend.zero_stage}", "fsdp": f"FSDP{backend.version}{fsdp1}"}[
+        backend.kind
+    ]
+    offload = backend.offload
+    if backend.kind == "deepspeed" and (offload.optimizer, offload.param) != ("none", "none"):
+        layout += f" (offload optimizer {offload.optimizer}, parameters {offload.param})"
+    return f"{layout} over {world_size(recipe)} ranks on {hw.gpus_per_node} x {hw.gpu.name or 'GPU'} per node"
 
 
 @dataclass(frozen=True)
@@ -138,20 +139,20 @@ class Sizes:
         return 2 if self.mixed else 4
 
 
-def _layout(doc: dict, mem: dict) -> tuple[dict, dict, dict]:
+def _layout(recipe: Section) -> tuple[dict, dict, dict]:
     """Bytes per rank by row: kept between steps, added in forward/backward, added in the step."""
-    backend = doc.get("backend", {})
+    backend, mem = recipe.backend, recipe.policy.memory
     sizes = Sizes(
-        params=float(mem["params"]),
-        trainable=float(mem.get("trainable_params", mem["params"])),
-        unit=float(mem.get("largest_unit_params", 0)),
-        root=float(mem.get("root_unit_params", 0)),
-        mixed=backend.get("mixed_precision", "no") != "no",
+        params=float(mem.params),
+        trainable=float(mem.params if mem.trainable_params is None else mem.trainable_params),
+        unit=float(mem.largest_unit_params),
+        root=float(mem.root_unit_params),
+        mixed=backend.mixed_precision != "no",
     )
-    return LAYOUTS.get(backend.get("kind"), _ddp)(doc, backend, sizes)
+    return LAYOUTS[backend.kind](recipe, backend, sizes)
 
 
-def _ddp(doc: dict, backend: dict, z: Sizes) -> tuple[dict, dict, dict]:
+def _ddp(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict]:
     # fp32 weights with autocast, and bucket copies of the gradients for the all-reduce
     P, T = z.params, z.trainable
     kept = {"parameters": 4 * P, "optimizer states": 8 * T, "communication buckets": 4 * T}
@@ -159,12 +160,12 @@ def _ddp(doc: dict, backend: dict, z: Sizes) -> tuple[dict, dict, dict]:
     return kept, forward, {"gradients": 4 * T, "optimizer temporaries": 4 * T}  # foreach Adam: one fp32 copy
 
 
-def _fsdp(doc: dict, backend: dict, z: Sizes) -> tuple[dict, dict, dict]:
+def _fsdp(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict]:
     P, T = z.params, z.trainable
-    sharding = backend.get("sharding", "FULL_SHARD")
-    shards = world_size(doc) if sharding in ("FULL_SHARD", "SHARD_GRAD_OP") or backend.get("version") == 2 else 1
+    sharding = backend.sharding
+    shards = world_size(recipe) if sharding in ("FULL_SHARD", "SHARD_GRAD_OP") or backend.version == 2 else 1
     if sharding == "HYBRID_SHARD":
-        shards = int(doc.get("hardware", {}).get("gpus_per_node", 1))
+        shards = recipe.hardware.gpus_per_node
     if sharding == "SHARD_GRAD_OP" or shards == 1:
         gathered = P * z.low if z.mixed or shards > 1 else 0.0  # gathered between forward and backward
     else:
@@ -173,21 +174,20 @@ def _fsdp(doc: dict, backend: dict, z: Sizes) -> tuple[dict, dict, dict]:
     return kept, {"gathered weights": gathered}, {"gradients": 4 * T / shards, "optimizer temporaries": 4 * T / shards}
 
 
-def _deepspeed(doc: dict, backend: dict, z: Sizes) -> tuple[dict, dict, dict]:
-    P, T, n = z.params, z.trainable, world_size(doc)
-    stage = int(backend.get("zero_stage", 0))
-    offload = backend.get("offload", {})
+def _deepspeed(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict]:
+    P, T, n = z.params, z.trainable, world_size(recipe)
+    stage, offload = backend.zero_stage, backend.offload
     optimizer_shards = n if stage >= 1 else 1
-    on_cpu = offload.get("optimizer", "none") != "none"
+    on_cpu = offload.optimizer != "none"
     optim = 0.0 if on_cpu else (12 if z.mixed else 8) * T / optimizer_shards  # fp32 master copy and Adam moments
     grads = 0.0 if on_cpu else 4 * T / optimizer_shards  # the fp32 gradient partition the optimizer reads
-    bucket = float(backend.get("reduce_bucket_size", DEEPSPEED_REDUCE_BUCKET)) * z.low
+    bucket = float(backend.reduce_bucket_size) * z.low  # schema default: DeepSpeed's 5e8 elements
     if stage >= 3:
-        params = 0.0 if offload.get("param", "none") != "none" else z.low * P / n
+        params = 0.0 if offload.param != "none" else z.low * P / n
         kept = {"parameters": params, "optimizer states": optim, "gradients": grads}
         gathered = min(P, DEEPSPEED_MAX_LIVE) * z.low  # ZeRO-3 keeps up to this many gathered
         return kept, {"communication buckets": bucket, "gathered weights": gathered}, {}
-    buckets = bucket * (2 if backend.get("overlap_comm") else 1)  # double-buffered when overlapping
+    buckets = bucket * (2 if backend.overlap_comm else 1)  # double-buffered when overlapping
     return (
         {"parameters": z.low * P, "optimizer states": optim},
         {"communication buckets": buckets},
@@ -198,30 +198,25 @@ def _deepspeed(doc: dict, backend: dict, z: Sizes) -> tuple[dict, dict, dict]:
 LAYOUTS = {"ddp": _ddp, "fsdp": _fsdp, "deepspeed": _deepspeed}
 
 
-def _activation_per_sample(doc: dict, mem: dict) -> float:
-    policy, dataset = doc.get("policy", {}), doc.get("dataset", {})
-    frames = int(dataset.get("num_cams", 1)) * int(policy.get("n_obs_steps", 1))
-    gib = float(mem.get("activation_gib_per_sample", 0)) + float(mem.get("activation_gib_per_frame", 0)) * frames
-    backend = doc.get("backend", {})
-    if not policy.get("gradient_checkpointing") and not backend.get("activation_checkpointing"):
-        gib *= float(mem.get("no_checkpointing_factor", 1.0))
-    return gib * _activation_factor(doc)
+def _activation_per_sample(recipe: Section) -> float:
+    policy, mem = recipe.policy, recipe.policy.memory
+    frames = recipe.dataset.num_cams * policy.n_obs_steps
+    gib = float(mem.activation_gib_per_sample) + float(mem.activation_gib_per_frame) * frames
+    if not policy.gradient_checkpointing and not recipe.backend.activation_checkpointing:
+        gib *= float(mem.no_checkpointing_factor)
+    return gib * _activation_factor(recipe)
 
 
-def _activation_factor(doc: dict) -> float:
+def _activation_factor(recipe: Section) -> float:
     """Activations relative to a model computing in bf16 throughout. Autocast over fp32 weights
     (DDP, FSDP1) keeps an fp32 residual stream, declared by the backend part; a policy that casts
-    itself to bf16 is unaffected; otherwise, without mixed precision, everything is fp32."""
-    backend = doc.get("backend", {})
-    if doc.get("policy", {}).get("dtype") == "bfloat16":
+    itself to bf16 is unaffected; otherwise, without mixed precision, everything is fp32. The
+    allocator overhead (backend.memory) is reserved beyond allocated, as a fraction of transient
+    memory: FSDP reserved 26 GB beyond what it allocated where ZeRO-2 reserved 0.2 GB (seed 002,
+    with expandable_segments)."""
+    backend = recipe.backend
+    if recipe.policy.dtype == "bfloat16":
         return 1.0
-    if backend.get("mixed_precision", "no") == "no":
+    if backend.mixed_precision == "no":
         return 2.0
-    return float(backend.get("memory", {}).get("activation_factor", 1.0))
-
-
-def _allocator_overhead(doc: dict) -> float:
-    """Reserved beyond allocated, as a fraction of the transient memory (buckets, gathered
-    weights, activations, temporaries), declared by the backend part: FSDP reserved 26 GB beyond
-    what it allocated where ZeRO-2 reserved 0.2 GB (seed 002, with expandable_segments)."""
-    return float(doc.get("backend", {}).get("memory", {}).get("allocator_overhead", 0.1))
+    return float(backend.memory.activation_factor)

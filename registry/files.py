@@ -3,8 +3,10 @@ file or the new one, never half of either)."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
+from functools import cache
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -28,3 +30,17 @@ def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@cache
+def schema_documents() -> dict[str, dict]:
+    """The schema files as data, by file name (validate/schemas.py checks their rules)."""
+    from registry.errors import RecipeError
+
+    docs = {}
+    for path in sorted(SCHEMA_DIR.glob("*.schema.json")):
+        try:
+            docs[path.name] = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise RecipeError(f"{path}: cannot load schema: {e}") from None
+    return docs

@@ -7,6 +7,7 @@ rejected before anything is constructed, and alias expansion is bounded so that 
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -140,7 +141,10 @@ class _Walker:
             self.fail(node, "yaml-tag", f"tag {node.tag!r} is not allowed", hint="recipes use plain YAML")
         if node.tag == _CORE + "str" and not node.style and _EXPONENT.fullmatch(node.value):
             return float(node.value)  # YAML 1.2 reads `lr: 3e-4` as a number; PyYAML's YAML 1.1 as text
-        return _constructor.construct_object(node)
+        value = _constructor.construct_object(node)
+        if isinstance(value, float) and not math.isfinite(value):
+            self.fail(node, "type", f"{node.value!r} is not a finite number", hint="recipes hold finite numbers")
+        return value
 
     def mapping(self, node: yaml.MappingNode, path: Path_, depth: int) -> dict:
         out: dict = {}

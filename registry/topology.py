@@ -3,8 +3,20 @@ memory model all count by."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 
-def world_size(doc: dict) -> int:
-    hw = doc.get("hardware", {})
-    per_node = hw.get("processes_per_node") or hw.get("gpus_per_node") or 1
-    return int(per_node) * int(hw.get("nodes", 1))
+from registry import view
+
+
+def processes_per_node(recipe: Mapping) -> int:
+    """One process per GPU unless the hardware part says otherwise (a CPU host says how many)."""
+    hw = view.of(recipe).hardware
+    return hw.processes_per_node or hw.gpus_per_node or 1
+
+
+def nodes(recipe: Mapping) -> int:
+    return view.of(recipe).hardware.nodes
+
+
+def world_size(recipe: Mapping) -> int:
+    return processes_per_node(recipe) * nodes(recipe)

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from functools import cache
 
 from registry.doc import join
+from registry.files import schema_documents
 
 _UNSET = object()
 _SECTION = object()  # the declared field is itself a mapping
@@ -91,9 +92,7 @@ def _schema_path(path: tuple) -> tuple:
 @cache
 def _declared(path: tuple) -> dict | None:
     """Property name -> schema default (or _UNSET) at a path; None for free-form mappings."""
-    from registry.validate.schemas import documents
-
-    docs = documents()
+    docs = schema_documents()
     nodes = _resolve_all(docs, "recipe.schema.json", docs["recipe.schema.json"])
     for key in path:
         nodes = [

@@ -8,7 +8,10 @@ import pytest
 
 from registry import estimate as memory
 from registry.compose import compose
+from registry.doc import merge
 from registry.estimate import GIB
+from registry.files import RECIPES_DIR
+from registry.load import load_file
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,13 +22,16 @@ def per_param(backend: dict, n: int = 8, params: float = 1e9) -> tuple[float, fl
     """Bytes per parameter at the peak of forward/backward and of the optimizer step, without
     activations, workspace, CUDA context or allocator overhead."""
     backend = {"mixed_precision": "bf16", "reduce_bucket_size": 1, "memory": {"allocator_overhead": 0}, **backend}
-    doc = {
-        "backend": backend,
-        "hardware": {"gpu": {"memory_gib": 80}, "gpus_per_node": n, "nodes": 1},
-        "policy": {"memory": {"params": params}},
-        "dataset": {},
-        "train": {"micro_batch_size": 1},
-    }
+    # over base.yaml: the estimator reads composed recipes, whose defaults come from base.yaml and the schemas
+    doc = merge(
+        load_file(RECIPES_DIR / "base.yaml").data,
+        {
+            "backend": backend,
+            "hardware": {"gpu": {"memory_gib": 80}, "gpus_per_node": n, "nodes": 1},
+            "policy": {"memory": {"params": params}},
+            "train": {"micro_batch_size": 1},
+        },
+    )
     est = memory.estimate(doc)
     fixed = memory.CUDA_CONTEXT_GIB + memory.WORKSPACE_GIB
     forward, step = (sum(est.phases[phase].values()) for phase in (memory.FORWARD, memory.STEP))

@@ -103,6 +103,20 @@ CASES = {
         ["trainer.lerobot.push_to_hub=true", "trainer.lerobot.repo_id=org/act"],
     ),
     "lerobot-act-obs": ("act/ddp/8xA100", ["policy.n_obs_steps=2", "dataset.n_obs_history=2"], []),
+    "lerobot-no-accumulation": (
+        "act/ddp/8xA100",
+        ["train.gradient_accumulation_steps=2"],
+        ["trainer.lerobot.api=parallelism", "train.gradient_accumulation_steps=2"],
+    ),
+    "command-placeholders": (
+        "tiny/ddp/cpu",
+        ["trainer.kind=command", "trainer.command.program=./train.sh", "trainer.command.args=['--x={train.nope}']"],
+        [
+            "trainer.kind=command",
+            "trainer.command.program=./train.sh",
+            "trainer.command.args=['--x={train.steps}', '--o={output_dir}', '--w={world_size}']",
+        ],
+    ),
     "lerobot-fsdp-resume": (
         "act/fsdp/2xH100",
         ["train.checkpoint.resumable=true"],

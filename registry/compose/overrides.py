@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from registry.errors import RecipeError
+from registry.errors import Exit, RecipeError
 from registry.load import parse_value
 from registry.names import AXES
 
@@ -32,7 +32,12 @@ def parse(args: list[str]) -> Overrides:
         try:
             value = parse_value(raw)
         except RecipeError as e:
-            raise RecipeError(f"override {arg!r}: {e}") from None
+            if e.problem is None:
+                raise RecipeError(f"override {arg!r}: {e}") from None
+            problem = e.problem
+            raise RecipeError.at(
+                "command line", problem.rule, problem.message, path=key, hint=problem.hint, exit_code=Exit.USAGE
+            ) from None
         if key in AXES:
             if not isinstance(value, str):
                 raise RecipeError(f"override {arg!r}: {key}= takes a {key} part name (hint: hardware=4xH100)")

@@ -21,7 +21,7 @@ from registry.resolve import launch
 from registry.resolve.accelerate import DEEPSPEED_JSON, accelerate_config
 from registry.resolve.deepspeed import deepspeed_config
 from registry.resolve.lock import LOCK, lock
-from registry.trainers.base import invocation
+from registry.trainers import invocation
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from registry.errors import Exit, RecipeError
-
 
 class Raw(str):
     """Shell text written by an adapter (never from recipe values): left unquoted in launch.sh."""
@@ -55,16 +53,6 @@ class Invocation:
     # runs in the interpreter that runs `recipe` (its bin/ first on PATH); other trainers keep
     # their own environments (OpenTau and LeRobot cannot share one, INVARIANTS 27)
     same_python: bool = False
-
-
-def invocation(doc: dict, ctx: Context) -> Invocation:
-    from registry.trainers import builtin, command, lerobot, opentau
-
-    adapters = {"builtin": builtin, "opentau": opentau, "lerobot": lerobot, "command": command}
-    kind = doc["trainer"]["kind"]
-    if kind not in adapters:
-        raise RecipeError(f"unknown trainer kind {kind!r}; known: {', '.join(adapters)}", Exit.INVALID)
-    return adapters[kind].invocation(doc, ctx)
 
 
 def flag_value(value) -> str:

@@ -4,14 +4,23 @@ Problems in one pass."""
 from __future__ import annotations
 
 from registry.errors import Problem
+from registry.validate.keywords import computed
 from registry.validate.problems import from_error
-from registry.validate.schemas import CATALOG, RESOLVED, ROOT, validator
+from registry.validate.schemas import CATALOG, RESOLVED, ROOT, computed_rules, validator
 
 
 def validate(data: dict, origins: dict, ref: str = RESOLVED) -> list[Problem]:
-    """Every problem of a document against a schema (default: a complete, composed recipe)."""
+    """Every problem of a document against a schema (default: a complete, composed recipe).
+
+    Computed checks (memory-fit, ...) run only when the structure holds: they read values as
+    the types the schema promises, so a typo such as `micro_batch_size=16x` is one type error,
+    not a crash inside the estimator."""
+    check = validator(ref)
+    errors = list(check.iter_errors(data))
+    if ref == RESOLVED and all(e.validator == "x-invariants" for e in errors):
+        errors += computed(check, computed_rules(), data)
     problems: list[Problem] = []
-    for error in validator(ref).iter_errors(data):
+    for error in errors:
         problems.extend(from_error(error, data, origins))
     return sorted(set(problems), key=lambda p: (not p.is_error, p.path, p.rule))
 

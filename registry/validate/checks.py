@@ -1,11 +1,22 @@
 """Rules that need computation. A schema rule names one with `"compute": NAME`; the rule keeps
-its id, hint and source in the schema, the check says whether and how badly it is broken."""
+its id, hint and source in the schema, the check says whether and how badly it is broken.
+
+Checks read the typed view (registry/view.py) and run only on documents whose types the schema
+has already accepted, so they never meet a string where a number belongs.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from registry import estimate as memory
+from registry.doc import MISSING, lookup
+from registry.view import Section
+
+# What the command trainer fills in besides dotted recipe paths (registry/trainers/command.py).
+COMMAND_PLACEHOLDERS = ("output_dir", "world_size", "accelerate_config", "deepspeed_config")
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][\w.]*)\}")
 
 
 @dataclass(frozen=True)
@@ -18,8 +29,8 @@ class Finding:
         return {"severity": self.severity, "message": self.message}
 
 
-def memory_fit(doc: dict) -> list[Finding]:
-    est = memory.estimate(doc)
+def memory_fit(recipe: Section) -> list[Finding]:
+    est = memory.estimate(recipe)
     if est is None:
         return []
     parts = ", ".join(f"{k} {v:.1f}" for k, v in est.breakdown.items() if v >= 0.05)
@@ -35,8 +46,19 @@ def memory_fit(doc: dict) -> list[Finding]:
     return []
 
 
-CHECKS = {"memory-fit": memory_fit}
+def command_placeholders(recipe: Section) -> list[Finding]:
+    """Every {placeholder} in trainer.command.args names a recipe value or a launch value."""
+    findings = []
+    for i, template in enumerate(recipe.trainer.command.args or ()):
+        for key in PLACEHOLDER.findall(template):
+            if key not in COMMAND_PLACEHOLDERS and lookup(recipe, key) is MISSING:
+                path = ("trainer", "command", "args", i)
+                findings.append(Finding("error", path, f"placeholder {key!r} names nothing in the recipe"))
+    return findings
 
 
-def run(name: str, doc: dict) -> list[Finding]:
-    return CHECKS[name](doc)
+CHECKS = {"memory-fit": memory_fit, "command-placeholders": command_placeholders}
+
+
+def run(name: str, recipe: Section) -> list[Finding]:
+    return CHECKS[name](recipe)

@@ -18,6 +18,7 @@ import operator
 
 from jsonschema.exceptions import ValidationError, best_match
 
+from registry import view
 from registry.doc import MISSING, lookup, split
 from registry.validate import checks
 
@@ -58,12 +59,8 @@ def x_compare(validator, spec, instance, schema):
 
 def x_invariants(validator, rules, instance, schema):
     for rule in rules:
-        if "when" in rule and not validator.evolve(schema=rule["when"]).is_valid(instance):
-            continue
-        if "compute" in rule:
-            for finding in checks.run(rule["compute"], instance):
-                yield _error({**rule, **finding.rule_fields()}, finding.path, instance)
-            continue
+        if "compute" in rule or not _applies(validator, rule, instance):
+            continue  # computed rules run in `computed`, once the types are known to hold
         errors = list(validator.descend(instance, rule["require"]))
         if errors:
             at = rule.get("at")
@@ -72,6 +69,19 @@ def x_invariants(validator, rules, instance, schema):
 
 
 KEYWORDS = {"x-where": x_where, "x-compare": x_compare, "x-invariants": x_invariants}
+
+
+def computed(validator, rules: list[dict], doc: dict):
+    """The computed rules' errors on a document whose types the schema has accepted."""
+    recipe = view.of(doc)
+    for rule in rules:
+        if _applies(validator, rule, doc):
+            for finding in checks.run(rule["compute"], recipe):
+                yield _error({**rule, **finding.rule_fields()}, finding.path, doc)
+
+
+def _applies(validator, rule: dict, instance) -> bool:
+    return "when" not in rule or validator.evolve(schema=rule["when"]).is_valid(instance)
 
 
 def _error(rule: dict, path: tuple, instance) -> ValidationError:

@@ -3,28 +3,69 @@ cached validator for resolved recipes."""
 
 from __future__ import annotations
 
-import json
 from functools import cache
 
 from registry.errors import RecipeError
-from registry.files import SCHEMA_DIR
+from registry.files import SCHEMA_DIR, schema_documents
 
 SECTIONS = ("recipe", "policy", "dataset", "backend", "hardware", "train", "trainer", "env", "launch", "results")
 ROOT = "recipe.schema.json"
 RESOLVED = ROOT + "#/$defs/resolved"  # a complete recipe: required sections and invariants
 CATALOG = "catalog.schema.json"
+RULE_META = "invariant.schema.json"  # the shape of one x-invariants entry
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
 @cache
 def documents() -> dict[str, dict]:
-    docs = {}
-    for path in sorted(SCHEMA_DIR.glob("*.schema.json")):
-        try:
-            docs[path.name] = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise RecipeError(f"{path}: cannot load schema: {e}") from None
+    """Every schema file, its rules checked against the rule meta-schema as it loads: a misspelt
+    key in a rule is one error naming the file and the rule, not a crash in every validation."""
+    docs = schema_documents()
+    meta = _rule_checker(docs[RULE_META])
+    for name, doc in docs.items():
+        for where, rule in _rules(doc):
+            _check_rule(meta, SCHEMA_DIR / name, where, rule)
     return docs
+
+
+@cache
+def computed_rules() -> list[dict]:
+    """The rules that a computed check decides (`"compute": NAME`), from every schema file."""
+    return [rule for doc in documents().values() for _, rule in _rules(doc) if "compute" in rule]
+
+
+def _rules(node, where: str = ""):
+    """(JSON pointer, rule) for every x-invariants entry in a schema document."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "x-invariants" and isinstance(value, list):
+                yield from ((f"{where}/{key}/{i}", rule) for i, rule in enumerate(value))
+            else:
+                yield from _rules(value, f"{where}/{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _rules(value, f"{where}/{i}")
+
+
+def _rule_checker(meta: dict):
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(meta)
+
+
+def _check_rule(meta, path, where: str, rule) -> None:
+    from jsonschema.exceptions import best_match
+
+    from registry.validate.checks import CHECKS
+
+    error = best_match(meta.iter_errors(rule))
+    ident = rule.get("id") if isinstance(rule, dict) else None
+    message = error.message if error else None
+    if not error and "compute" in rule and rule["compute"] not in CHECKS:
+        message = f"unknown computed check {rule['compute']!r} (known: {', '.join(CHECKS)})"
+    if message:
+        named = f" ({ident})" if isinstance(ident, str) else ""
+        raise RecipeError.at(str(path), "rule-file", f"{message}", path=f"{where.lstrip('/')}{named}")
 
 
 @cache
