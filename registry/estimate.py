@@ -2,8 +2,8 @@
 peaks differ: forward and backward (activations, gathered or cast weights, communication
 buckets) and the optimizer step (gradients and the optimizer's temporaries); both sit on what
 every rank keeps between steps. The byte counts per parameter are those measured with the
-built-in trainer on GPUs (benchmarks/calibrate.py); they refine INVARIANTS 24's model-state
-accounting with DDP's gradient buckets, autocast's weight copies and DeepSpeed's fp32 gradient
+built-in trainer on GPUs (benchmarks/calibrate.py); they refine the model-state
+accounting of docs/failure-modes.md §24 with DDP's gradient buckets, autocast's weight copies and DeepSpeed's fp32 gradient
 partition. Pure arithmetic on the resolved document: no torch."""
 
 from __future__ import annotations
@@ -212,7 +212,7 @@ def _activation_factor(recipe: Section) -> float:
     (DDP, FSDP1) keeps an fp32 residual stream, declared by the backend part; a policy that casts
     itself to bf16 is unaffected; otherwise, without mixed precision, everything is fp32. The
     allocator overhead (backend.memory) is reserved beyond allocated, as a fraction of transient
-    memory: FSDP reserved 26 GB beyond what it allocated where ZeRO-2 reserved 0.2 GB (seed 002,
+    memory: FSDP reserved 26 GB beyond what it allocated where ZeRO-2 reserved 0.2 GB (docs/failure-modes.md §seed-002,
     with expandable_segments)."""
     backend = recipe.backend
     if recipe.policy.dtype == "bfloat16":

@@ -2,6 +2,7 @@
 exercising the same fields passes. Every rule in schemas/ must appear here."""
 
 import json
+from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
@@ -10,6 +11,7 @@ from registry.compose import compose
 from registry.files import SCHEMA_DIR
 from registry.validate import validate
 
+DATA = Path(__file__).parent / "data"
 GPU_P100 = "hardware.gpu={name: P100, memory_gib: 16, compute_capability: 6.0}"
 GPU_V100ISH = "hardware.gpu={name: V100, memory_gib: 16, compute_capability: 7.0}"
 ON_2_GPUS = ["hardware.gpus_per_node=2", "hardware.processes_per_node=2", "backend.mixed_precision=fp16"]
@@ -129,6 +131,7 @@ CASES = {
         ["trainer.kind=command", "trainer.command.program=./train.sh"],
     ),
     "builtin-reference-policy": ("tiny/ddp/cpu", ["policy.type=act"], []),
+    "builtin-chunk-size": (str(DATA / "reference_without_chunk.yaml"), [], ["policy.chunk_size=4"]),
     "process-count": ("act/ddp/8xA100", ["launch.num_processes=4"], ["launch.num_processes=8"]),
     "cpu-ddp-launcher": ("tiny/ddp/cpu", ["launch.launcher=accelerate"], ["launch.launcher=torchrun"]),
     "torchrun-deepspeed": ("tiny/zero2/cpu", ["launch.launcher=torchrun"], ["launch.launcher=accelerate"]),

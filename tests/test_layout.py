@@ -109,7 +109,8 @@ def declared_keys() -> set[str]:
                 base(value)
 
     base(yaml.safe_load((RECIPES_DIR / "base.yaml").read_text()))
-    return keys
+    # `extends` is read from each file before composition and never reaches a composed recipe
+    return keys - {"extends"}
 
 
 def literal_default_reads(source: str, keys: set[str]) -> list[tuple[int, str]]:

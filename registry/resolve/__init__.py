@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from registry import view
 from registry.compose import Recipe
 from registry.errors import Exit, RecipeError
 from registry.resolve import launch
@@ -49,7 +50,7 @@ def resolve(recipe: Recipe) -> Bundle:
             raise RecipeError(f"trainer file {name} clashes with a generated file", Exit.INVALID)
     files.update(inv.files)
     files[launch.SCRIPT] = launch.script(doc, inv)
-    if doc.get("launch", {}).get("launcher") == "slurm":
+    if view.of(doc).launch.launcher == "slurm":
         files[launch.SBATCH] = launch.sbatch(doc)
     files[LOCK] = lock(recipe, files)
     return Bundle(files, launch.command_line(doc, inv), inv.program, inv.install_hint, inv.same_python)

@@ -47,11 +47,11 @@ def source_commits(paths: list[Path]) -> dict[str, dict]:
 
 
 def lock(recipe: Recipe, outputs: dict[str, str]) -> str:
-    meta = recipe.data.get("recipe", {})
+    meta = recipe.data["recipe"]  # composition names every recipe
     content = {
         "lock_version": 1,
         "tool": {"name": "recipe-registry", "version": __version__},
-        "recipe": {"name": meta.get("name", recipe.name), "version": meta.get("version"), "tuned": recipe.tuned},
+        "recipe": {"name": meta["name"], "version": meta.get("version"), "tuned": recipe.tuned},
         "overrides": list(recipe.overrides),
         "sources": source_commits(recipe.inputs),
         "inputs": [input_entry(p) for p in recipe.inputs],

@@ -11,12 +11,14 @@ from pathlib import Path
 
 import yaml
 
+from registry import view
 from registry.compose import Recipe, compose
 from registry.errors import Exit, RecipeError
 from registry.files import write_atomic
 from registry.resolve import Bundle, resolve
 from registry.run import machine
 from registry.run.supervise import supervise
+from registry.topology import nodes
 from registry.train import RESUME
 from registry.validate import validate
 
@@ -143,8 +145,7 @@ def _latest_run(recipe: Recipe) -> Path:
 def _local_nodes(doc: dict, env: dict[str, str]) -> list[dict[str, str]]:
     """One launcher, or one per node when every node is this host (hardware.nodes > 1 with a
     loopback rendezvous): multi-node without a cluster."""
-    nodes = int(doc["hardware"].get("nodes", 1))
-    ip = doc.get("launch", {}).get("main_process_ip") or ""
-    if nodes == 1 or ip not in ("127.0.0.1", "localhost"):
+    count, ip = nodes(doc), view.of(doc).launch.main_process_ip
+    if count == 1 or ip not in ("127.0.0.1", "localhost"):
         return [env]
-    return [{**env, "MACHINE_RANK": str(rank)} for rank in range(nodes)]
+    return [{**env, "MACHINE_RANK": str(rank)} for rank in range(count)]

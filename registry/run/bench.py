@@ -1,5 +1,5 @@
 """`recipe bench`: run recipes with the built-in trainer under measuring conditions (gradient
-accumulation 1, INVARIANTS 20; phase timing on; no checkpoints) and report global samples/s
+accumulation 1, docs/failure-modes.md §20; phase timing on; no checkpoints) and report global samples/s
 (slowest rank), peak allocated and reserved memory (fullest rank) and where the step time goes."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from registry import __version__
+from registry import __version__, view
 from registry.commands.render import table
 from registry.compose import compose, patterns
 from registry.errors import Exit, RecipeError
@@ -30,7 +30,7 @@ from registry.train import PHASES
 from registry.validate import ROOT, validate
 
 MEASURING = [
-    "train.gradient_accumulation_steps=1",  # else throughput is over-reported (INVARIANTS 20)
+    "train.gradient_accumulation_steps=1",  # else throughput is over-reported (docs/failure-modes.md §20)
     "train.log_every=1",
     "train.checkpoint={every: 0, consolidated: false, resumable: false}",
     "trainer.builtin={progress: false, phase_timing: true}",
@@ -166,7 +166,7 @@ def record(outcome: Outcome, path: Path, command: str, steps: int) -> None:
         "peak_reserved_gib": round(outcome.peak_reserved_gib, 3),
         "micro_batch_size": outcome.micro_batch_size,
         "gradient_accumulation_steps": 1,
-        "num_cams": int(outcome.doc["dataset"].get("num_cams", 1)),
+        "num_cams": view.of(outcome.doc).dataset.num_cams,
         "steps": steps,
         "phases": {k: round(v, 4) for k, v in outcome.shares.items()},
         "hardware": host(),

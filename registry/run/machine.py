@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 
+from registry import view
+
 
 @dataclass(frozen=True)
 class GPU:
@@ -31,23 +33,23 @@ def gpus() -> list[GPU]:
     return found
 
 
-def mismatch(doc: dict, host: list[GPU]) -> str | None:
+def mismatch(doc, host: list[GPU]) -> str | None:
     """Why this host cannot run the recipe's hardware part, or None."""
-    hardware = doc["hardware"]
-    gpu = hardware.get("gpu")
+    hardware = view.of(doc).hardware
+    gpu = hardware.gpu
     if gpu is None:
         return None  # CPU recipes run anywhere
-    need = int(hardware.get("gpus_per_node", 1))
+    need, name = hardware.gpus_per_node, gpu.name or "GPU"  # a GPU written out in full may be unnamed
     if not host:
-        return f"the recipe needs {need} x {gpu.get('name', 'GPU')} per node and this host has no GPU (nvidia-smi found none)"
+        return f"the recipe needs {need} x {name} per node and this host has no GPU (nvidia-smi found none)"
     if len(host) < need:
         return f"the recipe needs {need} GPUs per node and this host has {len(host)}"
-    family = str(gpu.get("name", "")).split("-")[0].upper()
+    family = (gpu.name or "").split("-")[0].upper()
     wrong = [g.name for g in host[:need] if family and family not in g.name.upper()]
     if wrong:
-        return f"the recipe is for {gpu.get('name')} and this host has {wrong[0]}"
-    want = float(gpu.get("memory_gb") or gpu.get("memory_gib", 0)) * 1e9 / 2**20
+        return f"the recipe is for {name} and this host has {wrong[0]}"
+    want = float(gpu.memory_gb or gpu.memory_gib) * 1e9 / 2**20
     small = [g for g in host[:need] if want and g.memory_mib < 0.85 * want]
     if small:
-        return f"the recipe is for {gpu.get('name')} and this host's GPUs have {small[0].memory_mib} MiB"
+        return f"the recipe is for {name} and this host's GPUs have {small[0].memory_mib} MiB"
     return None

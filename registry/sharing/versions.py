@@ -47,7 +47,7 @@ def index(source: sources.Source) -> dict[str, list[dict]]:
     path = source.root / INDEX
     if not path.is_file():
         return {}
-    data = load_cached(path).data.get("versions", {})
+    data = load_cached(path).data.get("versions") or {}  # the index of published versions, not a recipe
     if not isinstance(data, dict):
         raise RecipeError.at(
             str(path), "index", "malformed index", hint="versions: {NAME: [{version, file, sha256, date}]}"
@@ -65,7 +65,7 @@ def versions(source: sources.Source, name: str) -> list[Version]:
                 int(entry["version"]),
                 source.root / entry["file"],
                 entry["sha256"],
-                str(entry.get("date", "")),
+                str(entry.get("date") or ""),
             )
         )
     return sorted(found, key=lambda v: v.number)
@@ -146,7 +146,7 @@ def publish(recipe, source: sources.Source) -> Version:
                 "file": relative.as_posix(),
                 "sha256": digest,
                 "date": date,
-                "summary": frozen["recipe"].get("summary", ""),
+                "summary": frozen["recipe"].get("summary") or "",
             }
         )
         header = "# published versions: written by `recipe publish`, checked by `recipe validate --all`\n"
@@ -161,5 +161,5 @@ def history_rows(name: str) -> list[list[str]]:
             doc = load_cached(v.file).data if v.file.is_file() else {}
             results = doc.get("results") or []
             rate = f"{results[-1]['samples_per_s']:.1f}" if results and "samples_per_s" in results[-1] else "-"
-            rows.append([v.qualified, v.date, v.sha256[:12], rate, doc.get("recipe", {}).get("summary", "")])
+            rows.append([v.qualified, v.date, v.sha256[:12], rate, (doc.get("recipe") or {}).get("summary") or ""])
     return rows

@@ -10,26 +10,27 @@ from __future__ import annotations
 
 import torch
 
+from registry import view
+
 LATENT = 16
 
 
 class Synthetic:
-    def __init__(self, doc: dict, device: torch.device):
-        policy, dataset = doc["policy"], doc["dataset"]
-        arch = policy.get("arch", {})
-        synthetic = dataset.get("synthetic", {})
-        self.samples = int(synthetic.get("samples", 4096))
-        self.seed = int(synthetic.get("seed", 0))
-        self.frames = int(dataset.get("num_cams", 1)) * int(policy.get("n_obs_steps", 1))
-        self.size = int(arch.get("image_size", 32))
-        self.chunk = int(policy.get("chunk_size", 8))
-        self.action_dim = int(arch.get("action_dim", 7))
+    def __init__(self, doc, device: torch.device):
+        recipe = view.of(doc)
+        policy, arch, synthetic = recipe.policy, recipe.policy.arch, recipe.dataset.synthetic
+        self.samples = synthetic.samples
+        self.seed = synthetic.seed
+        self.frames = recipe.dataset.num_cams * policy.n_obs_steps
+        self.size = arch.image_size
+        self.chunk = policy.chunk_size
+        self.action_dim = arch.action_dim
         g = torch.Generator().manual_seed(self.seed)
         pixels = self.frames * 3 * self.size * self.size
         self.freqs = (torch.rand(LATENT, generator=g) * 0.1 + 0.01).to(device)
         self.phase = (torch.rand(LATENT, generator=g) * 6.28).to(device)
         self.to_image = (torch.randn(LATENT, pixels, generator=g) / LATENT**0.5).to(device)
-        self.to_state = (torch.randn(LATENT, int(arch.get("state_dim", 8)), generator=g) / LATENT**0.5).to(device)
+        self.to_state = (torch.randn(LATENT, arch.state_dim, generator=g) / LATENT**0.5).to(device)
         self.to_action = (torch.randn(LATENT, self.chunk * self.action_dim, generator=g) / LATENT**0.5).to(device)
         self.device = device
 

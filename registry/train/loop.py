@@ -1,5 +1,5 @@
 """The built-in accelerate training loop. Launched by `recipe run` through accelerate launch,
-or through torchrun for DDP on a CPU-only host (INVARIANTS 25)."""
+or through torchrun for DDP on a CPU-only host (docs/failure-modes.md §25)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from registry import view
 from registry.train import CRASH_AFTER, PHASES, RESUME, checkpoint
 from registry.train.data import Synthetic, indices
 from registry.train.metrics import Log, Phases
@@ -24,30 +25,31 @@ def make_accelerator(doc: dict):
     from accelerate import Accelerator
     from accelerate.utils import InitProcessGroupKwargs
 
-    cpu = doc["hardware"].get("gpu") is None
+    recipe = view.of(doc)
+    cpu = recipe.hardware.gpu is None
     kwargs = {
-        "gradient_accumulation_steps": int(doc["train"].get("gradient_accumulation_steps", 1)),
+        "gradient_accumulation_steps": recipe.train.gradient_accumulation_steps,
         "step_scheduler_with_optimizer": False,  # one scheduler step per optimizer step, whatever the world size
     }
     handlers = []
     if cpu:
-        # On a CPU host accelerate must be told gloo, else it sees each rank alone (INVARIANTS 25).
+        # On a CPU host accelerate must be told gloo, else it sees each rank alone (docs/failure-modes.md §25).
         handlers.append(InitProcessGroupKwargs(backend="gloo", timeout=timedelta(minutes=10)))
-        if doc["backend"]["kind"] == "ddp":
+        if recipe.backend.kind == "ddp":
             kwargs["cpu"] = True
-            kwargs["mixed_precision"] = doc["backend"].get("mixed_precision", "no")
+            kwargs["mixed_precision"] = recipe.backend.mixed_precision
     return Accelerator(kwargs_handlers=handlers, **kwargs)
 
 
-def schedule(doc: dict):
-    train = doc["train"]
-    steps = int(train["steps"])
-    spec = train.get("scheduler", {})
-    kind, warmup = spec.get("type", "constant"), int(spec.get("warmup_steps", 0))
-    lr = float(train.get("optimizer", {}).get("lr", 1e-4))
-    peak = float(spec.get("peak_lr") or lr)
-    floor = float(spec.get("decay_lr", 0.0)) / peak
-    decay = int(spec.get("decay_steps") or steps)
+def schedule(doc):
+    train = view.of(doc).train
+    steps = train.steps
+    spec = train.scheduler
+    kind, warmup = spec.type, spec.warmup_steps
+    lr = float(train.optimizer.lr)
+    peak = float(spec.peak_lr or lr)
+    floor = float(spec.decay_lr) / peak
+    decay = spec.decay_steps or steps
 
     def factor(step: int) -> float:
         if step < warmup:
@@ -90,23 +92,24 @@ class Session:
 def start(doc: dict, run_dir: Path) -> Session:
     """Build the accelerator, policy, optimizer and schedule; resume if asked; log the start."""
     accelerator = make_accelerator(doc)
-    train_cfg = doc["train"]
-    torch.manual_seed(int(train_cfg.get("seed", 0)))
+    recipe = view.of(doc)
+    train_cfg = recipe.train
+    torch.manual_seed(train_cfg.seed)
     data = Synthetic(doc, accelerator.device)
     model = build(doc)
     if any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in model.parameters()):
-        # Lazy modules must have their shapes before ZeRO-3 partitions them (seed 000).
+        # Lazy modules must have their shapes before ZeRO-3 partitions them (docs/failure-modes.md §seed-000).
         with torch.no_grad():
             sample = data.batch(torch.arange(1))
             model(sample["images"].cpu(), sample["state"].cpu())
     param_numel = sum(p.numel() for p in model.parameters())
-    opt = train_cfg.get("optimizer", {})
+    opt = train_cfg.optimizer
     optimizer = torch.optim.AdamW(
         model.parameters(),
-        lr=float(opt.get("lr", 1e-4)),
-        betas=tuple(opt.get("betas", (0.9, 0.999))),
-        eps=float(opt.get("eps", 1e-8)),
-        weight_decay=float(opt.get("weight_decay", 0.0)),
+        lr=float(opt.lr),
+        betas=tuple(float(b) for b in opt.betas),
+        eps=float(opt.eps),
+        weight_decay=float(opt.weight_decay),
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule(doc))
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
@@ -115,25 +118,22 @@ def start(doc: dict, run_dir: Path) -> Session:
         "bf16",
         "fp16",
     )
-    # DeepSpeed casts the model and accelerate does not autocast: inputs are cast here (INVARIANTS 21).
+    # DeepSpeed casts the model and accelerate does not autocast: inputs are cast here (docs/failure-modes.md §21).
     input_dtype = (
         {"bf16": torch.bfloat16, "fp16": torch.float16}[accelerator.mixed_precision]
         if deepspeed_half
         else torch.float32
     )
-    options = doc["trainer"].get("builtin", {})
-    phases = Phases(accelerator.device, bool(options.get("phase_timing", accelerator.device.type == "cpu")))
-    log = Log(
-        run_dir / "metrics.jsonl",
-        accelerator.is_main_process,
-        int(train_cfg["steps"]),
-        bool(options.get("progress", True)),
-    )
+    options = recipe.trainer.builtin
+    # phase timing synchronises the GPU at each boundary: on by default only on CPU
+    timing = accelerator.device.type == "cpu" if options.phase_timing is None else options.phase_timing
+    phases = Phases(accelerator.device, timing)
+    log = Log(run_dir / "metrics.jsonl", accelerator.is_main_process, train_cfg.steps, options.progress)
     session = Session(doc, run_dir, accelerator, model, optimizer, scheduler, data, log, phases, input_dtype)
     if os.environ.get(RESUME):
         session.step = checkpoint.load(accelerator, optimizer, Path(os.environ[RESUME]))
     rank, world = accelerator.process_index, accelerator.num_processes
-    micro, accumulation = int(train_cfg["micro_batch_size"]), int(train_cfg.get("gradient_accumulation_steps", 1))
+    micro, accumulation = train_cfg.micro_batch_size, train_cfg.gradient_accumulation_steps
     first = indices(session.step, 0, accumulation, rank, world, micro, data.samples, data.seed).tolist()
     info = {
         "rank": rank,
@@ -165,16 +165,13 @@ def fit(s: Session, until: int) -> None:
         s.data,
         s.phases,
     )
-    train_cfg = s.doc["train"]
+    train_cfg = view.of(s.doc).train
     rank, world = accelerator.process_index, accelerator.num_processes
-    micro = int(train_cfg["micro_batch_size"])
-    accumulation = int(train_cfg.get("gradient_accumulation_steps", 1))
-    steps = int(train_cfg["steps"])
-    clip = train_cfg.get("optimizer", {}).get("grad_clip_norm")
-    checkpoints = train_cfg.get("checkpoint", {})
-    every = int(checkpoints.get("every", 0))
-    consolidated, resumable = bool(checkpoints.get("consolidated", True)), bool(checkpoints.get("resumable", True))
-    log_every = int(train_cfg.get("log_every", 10))
+    micro, accumulation, steps = train_cfg.micro_batch_size, train_cfg.gradient_accumulation_steps, train_cfg.steps
+    clip = train_cfg.optimizer.grad_clip_norm
+    checkpoints = train_cfg.checkpoint
+    every, consolidated, resumable = checkpoints.every, checkpoints.consolidated, checkpoints.resumable
+    log_every = train_cfg.log_every
     crash_after = int(os.environ.get(CRASH_AFTER, "0"))
 
     model.train()
@@ -236,7 +233,7 @@ def finish(s: Session) -> None:
 
 def train(doc: dict, run_dir: Path) -> None:
     session = start(doc, run_dir)
-    fit(session, int(doc["train"]["steps"]))
+    fit(session, view.of(doc).train.steps)
     finish(session)
 
 

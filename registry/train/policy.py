@@ -13,6 +13,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from registry import view
+
 
 class Attention(nn.Module):
     def __init__(self, hidden: int, heads: int):
@@ -99,7 +101,7 @@ class ReferencePolicy(nn.Module):
         tokens = frames * (image_size // patch) ** 2
         self.patch = nn.Conv2d(3, hidden, kernel_size=patch, stride=patch)
         self.position = LearnedTokens(tokens + 1, hidden)
-        # Lazily shaped modules learn their input size at the first forward (seed 000).
+        # Lazily shaped modules learn their input size at the first forward (docs/failure-modes.md §seed-000).
         self.state = nn.LazyLinear(hidden) if lazy else nn.Linear(state_dim, hidden)
         self.blocks = nn.ModuleList(BackboneBlock(hidden, heads, mlp_ratio) for _ in range(depth))
         self.queries = LearnedTokens(chunk_size, hidden)
@@ -128,21 +130,22 @@ class ReferencePolicy(nn.Module):
         return block(*args)
 
 
-def build(doc: dict) -> ReferencePolicy:
-    policy, dataset = doc["policy"], doc["dataset"]
-    arch = policy.get("arch", {})
+def build(doc) -> ReferencePolicy:
+    """The policy a recipe describes; its shape defaults live in the policy schema's `arch`."""
+    recipe = view.of(doc)
+    policy, arch = recipe.policy, recipe.policy.arch
     return ReferencePolicy(
-        hidden=arch.get("hidden", 128),
-        depth=arch.get("depth", 4),
-        expert_depth=arch.get("expert_depth", 2),
-        heads=arch.get("heads", 4),
-        patch=arch.get("patch", 8),
-        image_size=arch.get("image_size", 32),
-        state_dim=arch.get("state_dim", 8),
-        action_dim=arch.get("action_dim", 7),
-        chunk_size=policy.get("chunk_size", 8),
-        frames=int(dataset.get("num_cams", 1)) * int(policy.get("n_obs_steps", 1)),
-        mlp_ratio=arch.get("mlp_ratio", 4.0),
-        gradient_checkpointing=bool(policy.get("gradient_checkpointing", False)),
-        lazy=bool(arch.get("lazy", False)),
+        hidden=arch.hidden,
+        depth=arch.depth,
+        expert_depth=arch.expert_depth,
+        heads=arch.heads,
+        patch=arch.patch,
+        image_size=arch.image_size,
+        state_dim=arch.state_dim,
+        action_dim=arch.action_dim,
+        chunk_size=policy.chunk_size,
+        frames=recipe.dataset.num_cams * policy.n_obs_steps,
+        mlp_ratio=float(arch.mlp_ratio),
+        gradient_checkpointing=policy.gradient_checkpointing,
+        lazy=arch.lazy,
     )

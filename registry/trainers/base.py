@@ -51,7 +51,7 @@ class Invocation:
     files: dict[str, str] = field(default_factory=dict)  # the trainer's own config files
     uses_accelerate_config: bool = True
     # runs in the interpreter that runs `recipe` (its bin/ first on PATH); other trainers keep
-    # their own environments (OpenTau and LeRobot cannot share one, INVARIANTS 27)
+    # their own environments (OpenTau and LeRobot cannot share one, docs/failure-modes.md §27)
     same_python: bool = False
 
 

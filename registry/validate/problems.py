@@ -75,9 +75,9 @@ def from_error(error: ValidationError, doc: dict, origins: dict) -> list[Problem
 def _invariant(error: ValidationError, doc: dict, origins: dict) -> Problem:
     rule = error.validator_value
     path = tuple(error.path)
-    related = tuple((p, origins.get(_tuple(p))) for p in rule.get("related", []))
+    related = tuple((p, origins.get(_tuple(p))) for p in rule.get("related") or ())
     return Problem(
-        rule.get("severity", "error"),
+        rule["severity"],  # required by the rule meta-schema
         rule["id"],
         join(path),
         _fill(rule["message"], doc),
@@ -89,7 +89,7 @@ def _invariant(error: ValidationError, doc: dict, origins: dict) -> Problem:
 
 
 def _fallback_origin(rule: dict, origins: dict) -> str | None:
-    for p in rule.get("related", []):
+    for p in rule.get("related") or ():
         if origins.get(_tuple(p)):
             return origins[_tuple(p)]
     return None
