@@ -1,5 +1,5 @@
-"""The memory estimate: INVARIANTS 24's model-state formulas, and the pi07 parts against the
-points OpenTau PR #273 published (seed 002)."""
+"""The memory estimate: the model-state formulas of docs/failure-modes.md §24, and the pi07 parts against the
+points OpenTau PR #273 published (docs/failure-modes.md §seed-002)."""
 
 import json
 from pathlib import Path
@@ -38,8 +38,8 @@ def per_param(backend: dict, n: int = 8, params: float = 1e9) -> tuple[float, fl
     return ((forward - fixed) * GIB / params, (step - fixed) * GIB / params)
 
 
-# What the built-in trainer measured on GPUs (benchmarks/calibrate.py): INVARIANTS 24's model
-# states, plus DDP's gradient buckets and autocast's bf16 weight copies, DeepSpeed's fp32 gradient
+# What the built-in trainer measured on GPUs (benchmarks/calibrate.py): the model
+# states of docs/failure-modes.md §24, plus DDP's gradient buckets and autocast's bf16 weight copies, DeepSpeed's fp32 gradient
 # partition, and one fp32 temporary of torch's foreach Adam.
 @pytest.mark.parametrize(
     "backend, forward, step",
