@@ -28,6 +28,7 @@ _RULES = {
     "uniqueItems": "duplicate",
     "propertyNames": "key-name",
 }
+STRUCTURAL = frozenset(_RULES.values()) | {"schema"}  # rule ids of the structural keywords
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][\w.]*)\}")
 
 
