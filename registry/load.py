@@ -140,8 +140,9 @@ class _Walker:
         if node.tag not in _SCALAR_TAGS:
             self.fail(node, "yaml-tag", f"tag {node.tag!r} is not allowed", hint="recipes use plain YAML")
         if node.tag == _CORE + "str" and not node.style and _EXPONENT.fullmatch(node.value):
-            return float(node.value)  # YAML 1.2 reads `lr: 3e-4` as a number; PyYAML's YAML 1.1 as text
-        value = _constructor.construct_object(node)
+            value = float(node.value)  # YAML 1.2 reads `lr: 3e-4` as a number; PyYAML's YAML 1.1 as text
+        else:
+            value = _constructor.construct_object(node)
         if isinstance(value, float) and not math.isfinite(value):
             self.fail(node, "type", f"{node.value!r} is not a finite number", hint="recipes hold finite numbers")
         return value

@@ -43,7 +43,9 @@ def compose(target: str, overrides: list[str] | None = None) -> Recipe:
     """Compose a recipe name or file; RecipeError on any problem."""
     plan = Plan.of(target, overrides)
     data, origins = _merge(plan.layers)
-    data.setdefault("recipe", {}).setdefault("name", plan.name)
+    meta = data.setdefault("recipe", {})
+    if isinstance(meta, dict):  # anything else is the schema's to report
+        meta.setdefault("name", plan.name)
     origins.setdefault(("recipe",), "composed")
     origins.setdefault(("recipe", "name"), "composed")
     catalog.expand_gpu(data, origins)
