@@ -2,9 +2,31 @@
 
 from __future__ import annotations
 
-from registry.commands.render import scalar
-from registry.compose import Recipe
+from registry.compose import Recipe, compose
 from registry.doc import join
+from registry.errors import Exit
+
+NAME = "diff"
+HELP = "differences between two resolved recipes, with both origins"
+EXAMPLES = """\
+examples:
+  recipe diff pi07/zero2/8xA100 pi07/fsdp/8xA100
+  recipe diff tiny/ddp/cpu mine.yaml
+"""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(NAME, help=HELP, epilog=EXAMPLES)
+    p.add_argument("a", metavar="A")
+    p.add_argument("b", metavar="B")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    lines = differences(compose(args.a), compose(args.b))
+    for line in lines:
+        print(line)
+    return Exit.INVALID if lines else Exit.OK  # as diff(1): 1 when the recipes differ
 
 
 def leaves(data, prefix: tuple = ()) -> dict[tuple, object]:
@@ -32,6 +54,8 @@ _ABSENT = object()
 
 
 def _side(values: dict, recipe: Recipe, path: tuple) -> str:
+    from registry.commands.render import scalar
+
     if path not in values:
         return "(absent)"
     return f"{scalar(values[path])} ({recipe.origins.get(path, 'composed')})"

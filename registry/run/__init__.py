@@ -91,7 +91,7 @@ def run(
     recipe, bundle = checked(target, overrides)
     if dry_run:
         show(bundle)
-        return 0
+        return Exit.OK
     why = machine.mismatch(recipe.data, machine.gpus())
     if why and not allow_mismatch:
         raise RecipeError(

@@ -3,10 +3,14 @@ Problems in one pass."""
 
 from __future__ import annotations
 
-from registry.errors import Problem
+import sys
+
+from registry import view
+from registry.errors import Exit, Problem, RecipeError
 from registry.validate.keywords import computed
 from registry.validate.problems import STRUCTURAL, from_error
 from registry.validate.schemas import CATALOG, RESOLVED, ROOT, computed_rules, validator
+from registry.view import Section
 
 
 def validate(data: dict, origins: dict, ref: str = RESOLVED) -> list[Problem]:
@@ -33,4 +37,16 @@ def _touches(problem: Problem, rejected: list[str]) -> bool:
     return any(path == bad or path.startswith(bad + ".") for path in paths for bad in rejected if bad)
 
 
-__all__ = ["CATALOG", "RESOLVED", "ROOT", "Problem", "validate"]
+def typed(data: dict, origins: dict, name: str) -> Section:
+    """The typed view of a composed recipe whose structure the schema accepts (invariants may
+    still fail: `recipe estimate` shows why a recipe does not fit). Structural problems go to
+    stderr, then RecipeError."""
+    problems = [p for p in validate(data, origins) if p.rule in STRUCTURAL]
+    for problem in problems:
+        print(problem.render(), file=sys.stderr)
+    if problems:
+        raise RecipeError(f"{name}: the schema rejects it (see above)", Exit.INVALID)
+    return view.of(data)
+
+
+__all__ = ["CATALOG", "RESOLVED", "ROOT", "Problem", "typed", "validate"]

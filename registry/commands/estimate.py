@@ -1,0 +1,70 @@
+"""`recipe estimate`: per-rank GPU memory at the peak of a step, and the largest micro batch
+that fits."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from registry.errors import Exit, RecipeError
+
+NAME = "estimate"
+HELP = "per-rank GPU memory: the breakdown, and the largest micro batch that fits"
+EXAMPLES = """\
+examples:
+  recipe estimate pi07/zero2/8xA100 train.micro_batch_size=24
+  recipe estimate pi07/fsdp/8xA100 --format json
+"""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(NAME, help=HELP, epilog=EXAMPLES)
+    p.add_argument("target", metavar="NAME|FILE")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from registry import estimate as memory
+    from registry.commands.render import table
+    from registry.compose import compose
+    from registry.validate import typed
+
+    recipe = compose(args.target, args.overrides)
+    est = memory.estimate(typed(recipe.data, recipe.origins, recipe.name))
+    if est is None:
+        raise RecipeError(
+            f"{recipe.name} runs on CPU or its policy declares no sizes (policy.memory): nothing to estimate",
+            Exit.INVALID,
+        )
+    if args.format == "json":
+        print(
+            json.dumps(
+                {
+                    "recipe": recipe.name,
+                    "capacity_gib": est.capacity_gib,
+                    "breakdown_gib": est.breakdown,
+                    "allocated_gib": est.allocated_gib,
+                    "reserved_gib": est.reserved_gib,
+                    "total_gib": est.total_gib,
+                    "fraction": est.fraction,
+                    "peak_phase": est.phase,
+                    "micro_batch_size": est.micro_batch_size,
+                    "largest_micro_batch": est.largest_micro_batch,
+                    "largest_micro_batch_under_90": est.largest_under(0.9),
+                },
+                indent=2,
+            )
+        )
+        return Exit.OK
+    print(f"{recipe.name}: {memory.describe(recipe.data)}, micro batch {est.micro_batch_size}; peak in {est.phase}")
+    rows = [[k, f"{v:.2f}"] for k, v in est.breakdown.items()]
+    rows.append(["total", f"{est.total_gib:.2f}"])
+    sys.stdout.write(table(rows, ["PER RANK", "GiB"]))
+    print(
+        f"{est.fraction:.0%} of {est.capacity_gib:.2f} GiB (allocated {est.allocated_gib:.2f}, reserved {est.reserved_gib:.2f}; "
+        f"activations {est.per_sample_gib:.3f} GiB per sample)"
+    )
+    print(f"largest micro batch that fits: {est.largest_micro_batch} (under 90%: {est.largest_under(0.9)})")
+    return Exit.OK
