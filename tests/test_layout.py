@@ -150,3 +150,11 @@ def test_no_literal_defaults_for_recipe_keys():
 def test_the_default_scan_can_fail():
     assert literal_default_reads('x = doc["train"].get("seed", 0)', {"seed"}) == [(1, "doc['train'].get('seed', 0)")]
     assert literal_default_reads('x = doc["train"].get("seed")', {"seed"}) == []
+
+
+def test_readme_layout_names_every_entry():
+    readme = (PACKAGE.parent / "README.md").read_text()
+    layout = readme[readme.index("## Layout") :]
+    entries = [p.name for p in PACKAGE.iterdir() if p.name != "__pycache__" and not p.name.startswith(".")]
+    missing = [e for e in entries if (e + "/" if (PACKAGE / e).is_dir() else e) not in layout]
+    assert not missing, missing
