@@ -1,6 +1,5 @@
 """Resolution: the files launchers take, checked with accelerate's and DeepSpeed's own parsers."""
 
-import itertools
 import json
 import os
 import subprocess
@@ -8,15 +7,12 @@ import sys
 
 import pytest
 import yaml
-from conftest import run_cli
+from conftest import bundled_matrix, run_cli
 
 from registry.compose import compose
 from registry.resolve import resolve
-from registry.sharing import sources
-from registry.validate.report import validate_target
 
-CELLS = ["/".join(c) for c in itertools.product(*(sources.part_names(a) for a in ("policy", "backend", "hardware")))]
-VALID = [c for c in CELLS if validate_target(c).exit_code == 0]
+VALID = [name for name, cell in bundled_matrix().items() if cell.report.exit_code == 0]
 
 
 def bundle(target, overrides=()):
@@ -36,9 +32,9 @@ def test_enough_valid_cells():
 
 
 @pytest.mark.parametrize("cell", VALID)
-def test_accelerate_yaml_loads_with_accelerates_parser(tmp_path, cell):
-    recipe = compose(cell)
-    files = resolve(recipe).files
+def test_accelerate_yaml_loads_with_accelerates_parser(tmp_path, matrix, cell):
+    recipe = matrix[cell].recipe
+    files = matrix[cell].bundle.files
     doc = recipe.data
     world = doc["hardware"]["nodes"] * (doc["hardware"].get("processes_per_node") or doc["hardware"]["gpus_per_node"])
     if "accelerate.yaml" not in files:  # torchrun launches take no accelerate yaml
@@ -51,7 +47,7 @@ def test_accelerate_yaml_loads_with_accelerates_parser(tmp_path, cell):
     if kind == "deepspeed":
         assert config.distributed_type.value == "DEEPSPEED"
         assert config.deepspeed_config["deepspeed_config_file"] == "deepspeed.json"
-        assert config.mixed_precision is None  # INVARIANTS 12
+        assert config.mixed_precision is None  # docs/failure-modes.md §12
         assert set(config.deepspeed_config) <= {
             "deepspeed_config_file",
             "zero3_init_flag",
@@ -101,9 +97,9 @@ def deepspeed_parser():
 
 
 @pytest.mark.parametrize("cell", [c for c in VALID if "/zero" in c])
-def test_deepspeed_json_passes_deepspeeds_batch_check(cell, deepspeed_parser):
-    recipe = compose(cell)
-    config = json.loads(resolve(recipe).files["deepspeed.json"])
+def test_deepspeed_json_passes_deepspeeds_batch_check(matrix, cell, deepspeed_parser):
+    recipe = matrix[cell].recipe
+    config = json.loads(matrix[cell].bundle.files["deepspeed.json"])
     hw = recipe.data["hardware"]
     world = hw["nodes"] * (hw.get("processes_per_node") or hw["gpus_per_node"])
     parsed = deepspeed_parser(config, world)
@@ -163,10 +159,11 @@ def test_lerobot_flags():
     assert "--policy.push_to_hub=true --policy.repo_id=org/act" in pushed
 
 
-def test_lerobot_rejects_deepspeed():
-    r = run_cli("resolve", "act/zero2/8xA100", "-o", "/tmp/never-written")
+def test_lerobot_rejects_deepspeed(tmp_path):
+    out = tmp_path / "never-written"
+    r = run_cli("resolve", "act/zero2/8xA100", "-o", str(out))
     assert r.returncode == 1 and "lerobot-no-deepspeed" in r.stderr and "LeRobot has no DeepSpeed path" in r.stderr
-    assert not os.path.exists("/tmp/never-written")
+    assert not out.exists()
 
 
 def test_command_trainer_fills_templates(tmp_path):

@@ -46,13 +46,14 @@ def run(args) -> int:
     recipe, notes = importer.from_accelerate(accelerate, args.gpu)
     origin = accelerate.name
     if args.trainer == "opentau":
-        part = importer.from_opentau(Path(args.trainer_config), recipe)
+        part = importer.from_opentau(Path(args.trainer_config), recipe, notes)
         origin += f" and {Path(args.trainer_config).name}"
     elif args.trainer == "lerobot":
-        part = importer.from_lerobot(args.trainer_args, recipe)
+        part = importer.from_lerobot(args.trainer_args, recipe, notes)
         origin += " and lerobot-train flags"
     else:
         part = "tiny"  # no trainer given: the distributed set-up runs with the built-in reference policy
+    importer.finish(recipe, notes)
     name = args.name or f"imported/{dest.stem}"
     write_atomic(dest, importer.render(recipe, part, origin, name, dest))
     for note in notes:

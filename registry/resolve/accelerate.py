@@ -1,94 +1,163 @@
-"""The accelerate config yaml: only keys accelerate knows, the process counts from the hardware
-part, and DeepSpeed settings left to the DeepSpeed JSON (INVARIANTS 12, 15)."""
+"""The accelerate config yaml <-> the recipe, both ways: only keys accelerate knows, the process
+counts from the hardware part, and DeepSpeed settings left to the DeepSpeed JSON
+(docs/failure-modes.md §12, §15). The fsdp_config section's table is fsdp.py's; the DeepSpeed
+JSON's is deepspeed.py's.
+
+Import (`import_config`) reads a team's yaml as `accelerate launch` does, and the DeepSpeed JSON
+its deepspeed_config_file names; the trainer's config is read by its adapter in trainers/.
+"""
 
 from __future__ import annotations
 
-from registry.topology import world_size
+import json
+from pathlib import Path
+
+from registry.doc import MISSING
+from registry.errors import Exit, RecipeError
+from registry.load import load_file
+from registry.resolve import deepspeed, fsdp
+from registry.topology import nodes, world_size
+from registry.trainers.mapping import Computed, Const, Extra, Field, Notes, Reader, Section, Table, field, write
 
 DEEPSPEED_JSON = "deepspeed.json"
+# distributed_type -> backend.kind
+BACKENDS = {"NO": "ddp", "MULTI_GPU": "ddp", "MULTI_CPU": "ddp", "DEEPSPEED": "deepspeed", "FSDP": "fsdp"}
 
 
-def distributed_type(doc: dict) -> str:
-    backend, cpu = doc["backend"]["kind"], doc["hardware"].get("gpu") is None
-    if backend == "deepspeed":
+def distributed_type(doc) -> str:
+    kind = field(doc, "backend.kind")
+    if kind == "deepspeed":
         return "DEEPSPEED"
-    if backend == "fsdp":
+    if kind == "fsdp":
         return "FSDP"
     if world_size(doc) == 1:
         return "NO"
-    return "MULTI_CPU" if cpu else "MULTI_GPU"
+    return "MULTI_CPU" if field(doc, "hardware.gpu") is None else "MULTI_GPU"
+
+
+def _is(kind: str):
+    return lambda doc: field(doc, "backend.kind") == kind
+
+
+def _stage3(doc) -> bool:
+    return field(doc, "backend.zero_stage") == 3
+
+
+def _multi_node(doc) -> bool:
+    return nodes(doc) > 1
+
+
+def _nvme(path):
+    return MISSING if path in (None, "none") else path
+
+
+_NVME_NOTE = "nvme path moved from the yaml into the recipe (accelerate does not forward it: docs/failure-modes.md §15)"
+
+# The yaml's deepspeed_config section. Resolve points it at the DeepSpeed JSON; accelerate's inline
+# settings (emit=False) are read on import only, with the defaults `accelerate launch` gives them.
+DEEPSPEED_SECTION = Table(
+    Field("backend.zero_stage", "zero_stage", back=int, absent=2, emit=False),
+    Field("backend.offload.optimizer", "offload_optimizer_device", emit=False),
+    Field("backend.offload.param", "offload_param_device", emit=False),
+    Field("backend.nvme_path", "offload_optimizer_nvme_path", back=_nvme, note=_NVME_NOTE, emit=False),
+    Field("backend.nvme_path", "offload_param_nvme_path", back=_nvme, note=_NVME_NOTE, emit=False),
+    Field(
+        "backend.zero3_save_16bit_model",
+        "zero3_save_16bit_model",
+        back=fsdp.truth,
+        absent=lambda recipe: False if _stage3(recipe) else MISSING,
+        emit=False,
+    ),
+    Field("train.optimizer.grad_clip_norm", "gradient_clipping", back=float, emit=False),
+    Field("train.gradient_accumulation_steps", "gradient_accumulation_steps", back=int, emit=False),
+    # import reads the file it names through deepspeed.TABLE instead (import_config)
+    Field(
+        "backend.deepspeed_config_file",
+        "deepspeed_config_file",
+        unset=DEEPSPEED_JSON,
+        back=lambda _: MISSING,
+    ),
+    Field(
+        "backend.zero3_init_flag",
+        "zero3_init_flag",
+        to=bool,
+        back=fsdp.truth,
+        unset=False,
+        when=_stage3,
+        absent=lambda recipe: True if _stage3(recipe) else MISSING,
+    ),
+    Const("deepspeed_multinode_launcher", "standard", when=_multi_node),
+    auto=True,
+)
+
+TABLE = Table(
+    Const("compute_environment", "LOCAL_MACHINE"),
+    Const("debug", False),
+    Computed(
+        "distributed_type",
+        distributed_type,
+        reads=("backend.kind", "hardware"),
+        what="backend.kind and the process count",
+    ),
+    Const("downcast_bf16", "no"),
+    Const("machine_rank", 0, why="each node's rank comes from launch.sh (MACHINE_RANK)"),
+    Const("main_training_function", "main"),
+    Field("hardware.nodes", "num_machines", to=int, back=int),
+    Computed("num_processes", world_size, reads=("hardware",), what="hardware.nodes x the processes per node"),
+    Field("launch.rdzv_backend", "rdzv_backend"),
+    Field("launch.same_network", "same_network", to=bool, back=fsdp.truth, unset=True, absent=False),
+    Computed("use_cpu", lambda doc: field(doc, "hardware.gpu") is None, reads=("hardware",), what="hardware.gpu"),
+    # With deepspeed_config_file accelerate refuses mixed_precision, even 'no' (docs/failure-modes.md §12).
+    Field("backend.mixed_precision", "mixed_precision", when=lambda doc: field(doc, "backend.kind") != "deepspeed"),
+    Field("launch.main_process_ip", "main_process_ip", unset="127.0.0.1", when=_multi_node),
+    # on one node a busy port makes accelerate pick a free one; several nodes must agree on it
+    Field("launch.main_process_port", "main_process_port", to=int, back=int),
+    Section("deepspeed_config", DEEPSPEED_SECTION, when=_is("deepspeed")),
+    Section("fsdp_config", fsdp.TABLE, when=_is("fsdp")),
+    Extra("backend.accelerate", mode="scalars"),
+)
 
 
 def accelerate_config(doc: dict) -> dict:
-    backend, hardware, launch = doc["backend"], doc["hardware"], doc.get("launch", {})
-    kind = distributed_type(doc)
-    config: dict = {
-        "compute_environment": "LOCAL_MACHINE",
-        "debug": False,
-        "distributed_type": kind,
-        "downcast_bf16": "no",
-        "machine_rank": 0,
-        "main_training_function": "main",
-        "num_machines": int(hardware.get("nodes", 1)),
-        "num_processes": world_size(doc),
-        "rdzv_backend": launch.get("rdzv_backend", "static"),
-        "same_network": bool(launch.get("same_network", True)),
-        "use_cpu": hardware.get("gpu") is None,
-    }
-    if kind != "DEEPSPEED":
-        # With deepspeed_config_file accelerate refuses mixed_precision, even 'no' (INVARIANTS 12).
-        config["mixed_precision"] = backend.get("mixed_precision", "no")
-    if config["num_machines"] > 1:
-        config["main_process_ip"] = launch.get("main_process_ip") or "127.0.0.1"
-    # on one node a busy port makes accelerate pick a free one; several nodes must agree on it
-    config["main_process_port"] = int(launch.get("main_process_port", 29500))
-    if kind == "DEEPSPEED":
-        config["deepspeed_config"] = _deepspeed_section(doc)
-    if kind == "FSDP":
-        config["fsdp_config"] = fsdp_section(doc)
-    config.update(
-        {k: v for k, v in (backend.get("accelerate") or {}).items() if k not in config or not isinstance(v, dict)}
-    )
-    return config
-
-
-def _deepspeed_section(doc: dict) -> dict:
-    backend = doc["backend"]
-    section = {"deepspeed_config_file": backend.get("deepspeed_config_file") or DEEPSPEED_JSON}
-    if backend.get("zero_stage") == 3:
-        section["zero3_init_flag"] = bool(backend.get("zero3_init_flag", False))
-    if int(doc["hardware"].get("nodes", 1)) > 1:
-        section["deepspeed_multinode_launcher"] = "standard"
-    return section
+    return write(TABLE, doc)
 
 
 def fsdp_section(doc: dict) -> dict:
-    backend, policy = doc["backend"], doc["policy"]
-    version = int(backend.get("version", 1))
-    wrap = backend.get("auto_wrap_policy", "TRANSFORMER_BASED_WRAP")
-    section: dict = {"fsdp_version": version, "fsdp_auto_wrap_policy": wrap}
-    if wrap == "TRANSFORMER_BASED_WRAP":
-        classes = list(policy.get("block_classes", []))
-        if version == 2:
-            classes += [c for c in policy.get("fsdp2_extra_block_classes", []) if c not in classes]
-        section["fsdp_transformer_layer_cls_to_wrap"] = ",".join(classes)
-    elif wrap == "SIZE_BASED_WRAP":
-        section["fsdp_min_num_params"] = int(backend.get("min_num_params", 100_000_000))
-    if version == 1:
-        # accelerate 1.x takes the FSDP1 sharding strategy as reshard_after_forward (INVARIANTS 8)
-        section["fsdp_reshard_after_forward"] = backend.get("reshard_after_forward") or backend.get(
-            "sharding", "FULL_SHARD"
+    return write(fsdp.TABLE, doc)
+
+
+def import_config(path: Path, gpu: str) -> tuple[dict, Notes]:
+    """A recipe's backend, hardware, launch and train fields from a team's accelerate yaml (and the
+    DeepSpeed JSON it names), with notes on what it could not place. The trainer's config is read
+    into the same recipe and notes next; `mapping.finish` ends the import."""
+    data = load_file(path).data
+    kind = data.get("distributed_type") or "NO"
+    if kind not in BACKENDS:
+        raise RecipeError(
+            f"{path}: distributed_type {kind!r} has no recipe backend (known: {', '.join(BACKENDS)})", Exit.INVALID
         )
-        section["fsdp_use_orig_params"] = bool(backend.get("use_orig_params", True))
-        section["fsdp_forward_prefetch"] = bool(backend.get("forward_prefetch", False))
-        section["fsdp_backward_prefetch"] = backend.get("backward_prefetch") or "NO_PREFETCH"
-    else:
-        section["fsdp_reshard_after_forward"] = bool(backend.get("reshard_after_forward", True))
-    section["fsdp_state_dict_type"] = backend.get("state_dict_type", "SHARDED_STATE_DICT")
-    section["fsdp_offload_params"] = bool(backend.get("offload_params", False))
-    section["fsdp_cpu_ram_efficient_loading"] = bool(backend.get("cpu_ram_efficient_loading", False))
-    section["fsdp_sync_module_states"] = (
-        bool(backend.get("sync_module_states", True)) or section["fsdp_cpu_ram_efficient_loading"]
-    )
-    section["fsdp_activation_checkpointing"] = bool(backend.get("activation_checkpointing", False))
-    return section
+    # the hardware part from the process counts, which the table then checks (num_processes, use_cpu)
+    processes, machines = int(data.get("num_processes") or 1), int(data.get("num_machines") or 1)
+    per_node = processes // max(1, machines)
+    cpu = bool(data.get("use_cpu")) or kind == "MULTI_CPU"
+    recipe: dict = {
+        "backend": {"kind": BACKENDS[kind]},
+        "hardware": (
+            {"gpu": None, "gpus_per_node": 0, "processes_per_node": per_node, "nodes": machines}
+            if cpu
+            else {"gpu": gpu, "gpus_per_node": per_node, "nodes": machines}
+        ),
+    }
+    notes = Notes()
+    reader = Reader(recipe, notes)
+    reader.read(TABLE, data, path.name)
+    section = data.get("deepspeed_config") or {}
+    if kind == "DEEPSPEED" and section.get("deepspeed_config_file"):
+        file = (path.parent / section["deepspeed_config_file"]).resolve()
+        try:
+            ds = json.loads(file.read_text())
+        except (OSError, ValueError) as e:
+            raise RecipeError(f"{path}: cannot read deepspeed_config_file {file}: {e}", Exit.INVALID) from None
+        reader.read(deepspeed.TABLE, ds, file.name)
+    reader.finish()
+    return recipe, notes

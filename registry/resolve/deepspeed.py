@@ -1,54 +1,122 @@
-"""The DeepSpeed JSON: explicit, consistent batch math (INVARIANTS 13), precision, ZeRO stage,
-offload with its NVMe paths (INVARIANTS 15) and the 16-bit gather for ZeRO-3 saves (11)."""
+"""The DeepSpeed JSON <-> backend.* and train.*, both ways: explicit, consistent batch math
+(docs/failure-modes.md §13), precision, ZeRO stage, offload with its NVMe paths
+(docs/failure-modes.md §15) and the 16-bit gather for ZeRO-3 saves (docs/failure-modes.md §11).
+
+Import reads the JSON as DeepSpeed does: a key it leaves out takes DeepSpeed's default
+(`absent`), and both spellings of the ZeRO-3 gather key are accepted.
+"""
 
 from __future__ import annotations
 
+from registry.doc import MISSING
 from registry.topology import world_size
+from registry.trainers.mapping import Computed, Const, Extra, Field, Table, field, write
+
+
+def _stage3(doc) -> bool:
+    return field(doc, "backend.zero_stage") == 3
+
+
+def _precision(name: str):
+    return lambda doc: field(doc, "backend.mixed_precision") == name
+
+
+def _offloads(part: str):
+    """Whether the recipe offloads `part` (optimizer states, or parameters under ZeRO-3)."""
+
+    def offloads(doc) -> bool:
+        return field(doc, f"backend.offload.{part}") != "none" and (part == "optimizer" or _stage3(doc))
+
+    return offloads
+
+
+def _offload(part: str) -> tuple:
+    block, offloads = f"zero_optimization.offload_{part}", _offloads(part)
+    return (
+        Field(f"backend.offload.{part}", f"{block}.device", when=offloads),
+        # DeepSpeed pins no memory unless asked
+        Field("backend.offload.pin_memory", f"{block}.pin_memory", to=bool, unset=True, absent=False, when=offloads),
+        Field(
+            "backend.nvme_path",
+            f"{block}.nvme_path",
+            when=lambda doc: offloads(doc) and field(doc, f"backend.offload.{part}") == "nvme",
+        ),
+    )
+
+
+def _batch(doc) -> int:
+    return field(doc, "train.micro_batch_size") * field(doc, "train.gradient_accumulation_steps") * world_size(doc)
+
+
+TABLE = Table(
+    Computed(
+        "train_batch_size",
+        _batch,
+        reads=("train.micro_batch_size", "train.gradient_accumulation_steps", "hardware"),
+        what="train.micro_batch_size x train.gradient_accumulation_steps x the world size",
+    ),
+    Field("train.micro_batch_size", "train_micro_batch_size_per_gpu", to=int),
+    Field("train.gradient_accumulation_steps", "gradient_accumulation_steps", to=int),
+    # DeepSpeed without gradient_clipping does not clip
+    Field(
+        "train.optimizer.grad_clip_norm",
+        "gradient_clipping",
+        to=float,
+        absent=None,
+        when=lambda doc: bool(field(doc, "train.optimizer.grad_clip_norm")),
+    ),
+    Field(
+        "backend.mixed_precision",
+        "bf16.enabled",
+        to=lambda precision: precision == "bf16",
+        back=lambda enabled: "bf16" if enabled is True else MISSING,
+        aliases=("bfloat16.enabled",),
+    ),
+    Field(
+        "backend.mixed_precision",
+        "fp16.enabled",
+        to=lambda precision: precision == "fp16",
+        back=lambda enabled: "fp16" if enabled is True else MISSING,
+    ),
+    Const("fp16.loss_scale", 0, when=_precision("fp16")),  # dynamic loss scaling
+    Const("fp16.initial_scale_power", 16, when=_precision("fp16")),
+    # lets the run keep its torch optimizer instead of DeepSpeed's CPU Adam (docs/failure-modes.md §29)
+    Const("zero_force_ds_cpu_optimizer", False, when=_offloads("optimizer")),
+    Field("backend.zero_stage", "zero_optimization.stage", to=int),
+    # written only where the recipe sets them: the schema's defaults are DeepSpeed's own
+    Field("backend.overlap_comm", "zero_optimization.overlap_comm", stated=True),
+    Field("backend.contiguous_gradients", "zero_optimization.contiguous_gradients", stated=True),
+    Field("backend.reduce_bucket_size", "zero_optimization.reduce_bucket_size", stated=True),
+    Field("backend.allgather_bucket_size", "zero_optimization.allgather_bucket_size", stated=True),
+    *_offload("optimizer"),
+    *_offload("param"),
+    Field(
+        "backend.zero3_save_16bit_model",
+        "zero_optimization.stage3_gather_16bit_weights_on_model_save",
+        to=bool,
+        unset=True,
+        when=_stage3,
+        aliases=(
+            "zero_optimization.gather_16bit_weights_on_model_save",
+            "zero_optimization.stage3_gather_fp16_weights_on_model_save",
+        ),
+        absent=lambda recipe: False if _stage3(recipe) else MISSING,
+    ),
+    Computed(
+        "steps_per_print",
+        lambda doc: field(doc, "train.steps") + 1,  # the trainer logs; DeepSpeed stays quiet
+        reads=("train.steps",),
+        what="train.steps + 1 (the trainer logs, DeepSpeed stays quiet)",
+    ),
+    Const("wall_clock_breakdown", False),
+    Extra("backend.deepspeed_json"),
+    auto=True,
+)
 
 
 def deepspeed_config(doc: dict) -> dict | None:
-    backend, train = doc["backend"], doc["train"]
-    if backend["kind"] != "deepspeed" or backend.get("deepspeed_config_file"):
+    """The generated DeepSpeed JSON; None when the backend is not DeepSpeed or the recipe brings
+    its own file (backend.deepspeed_config_file)."""
+    if field(doc, "backend.kind") != "deepspeed" or field(doc, "backend.deepspeed_config_file"):
         return None
-    micro = int(train["micro_batch_size"])
-    accumulation = int(train.get("gradient_accumulation_steps", 1))
-    stage = int(backend.get("zero_stage", 0))
-    config: dict = {
-        "train_batch_size": micro * accumulation * world_size(doc),
-        "train_micro_batch_size_per_gpu": micro,
-        "gradient_accumulation_steps": accumulation,
-    }
-    clip = train.get("optimizer", {}).get("grad_clip_norm")
-    if clip:
-        config["gradient_clipping"] = float(clip)
-    precision = backend.get("mixed_precision", "no")
-    config["bf16"] = {"enabled": precision == "bf16"}
-    config["fp16"] = {
-        "enabled": precision == "fp16",
-        **({"loss_scale": 0, "initial_scale_power": 16} if precision == "fp16" else {}),
-    }
-    zero: dict = {"stage": stage}
-    for key in ("overlap_comm", "contiguous_gradients", "reduce_bucket_size", "allgather_bucket_size"):
-        if key in backend:
-            zero[key] = backend[key]
-    offload = backend.get("offload", {})
-    if offload.get("optimizer", "none") != "none":
-        zero["offload_optimizer"] = _offload(offload["optimizer"], backend, offload)
-        # lets the run keep its torch optimizer instead of DeepSpeed's CPU Adam (FACTS, CPU host)
-        config["zero_force_ds_cpu_optimizer"] = False
-    if stage == 3:
-        if offload.get("param", "none") != "none":
-            zero["offload_param"] = _offload(offload["param"], backend, offload)
-        zero["stage3_gather_16bit_weights_on_model_save"] = bool(backend.get("zero3_save_16bit_model", True))
-    config["zero_optimization"] = zero
-    config["steps_per_print"] = int(train.get("steps", 1000)) + 1  # the trainer logs; DeepSpeed stays quiet
-    config["wall_clock_breakdown"] = False
-    config.update(backend.get("deepspeed_json") or {})
-    return config
-
-
-def _offload(device: str, backend: dict, offload: dict) -> dict:
-    block: dict = {"device": device, "pin_memory": bool(offload.get("pin_memory", True))}
-    if device == "nvme":
-        block["nvme_path"] = backend["nvme_path"]
-    return block
+    return write(TABLE, doc)

@@ -1,18 +1,42 @@
 """OpenTau: a TrainPipelineConfig JSON and `opentau-train --accelerate-config --config_path`.
 
 opentau-train runs `accelerate launch --config_file <yaml> .../opentau/scripts/train.py` itself
-(INVARIANTS 28), and sets PYTORCH_CUDA_ALLOC_CONF unless the environment already has it.
+(docs/failure-modes.md §28), and sets PYTORCH_CUDA_ALLOC_CONF unless the environment already has it.
+
+TABLE maps the recipe onto the TrainPipelineConfig both ways: `train_config` resolves it,
+`import_config` reads a team's config back (`recipe import --trainer opentau`).
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from registry.doc import merge
+from registry import view
+from registry.doc import lookup
+from registry.errors import Exit, RecipeError
 from registry.trainers.base import Context, Invocation, Raw
+from registry.trainers.mapping import (
+    Computed,
+    Const,
+    Extra,
+    Field,
+    Ignored,
+    Keyed,
+    Reader,
+    Section,
+    Table,
+    field,
+    write,
+)
 
 CONFIG = "opentau.json"
 HINT = "pip install opentau (Python 3.10, transformers>=4.57,<4.58), in an environment of its own"
+# policy.type -> the policy part an imported recipe extends
+PARTS = {"pi07_low_level": "pi07", "pi05": "pi05"}
+# policies whose vlm_config (Gemma3WithExpertConfig) has disable_internal_bf16_cast: OpenTau's
+# train.py sets it under FSDP, so their weights stay float32 there (docs/failure-modes.md §17)
+FP32_UNDER_FSDP = ("pi07_low_level", "pi07_high_level")
 _POLICY_FIELDS = (
     "type",
     "pretrained_path",
@@ -34,55 +58,100 @@ _DATASET_FIELDS = (
     "val_split_ratio",
     "n_obs_history",
 )
+_PRESET = (
+    "a per-policy optimizer preset; the recipe sets the optimizer in train.optimizer and train.scheduler"
+    " (keep it with policy.options)"
+)
+
+
+def _steps(doc) -> int:
+    return field(doc, "train.steps")
+
+
+def _batch(doc) -> int:
+    return field(doc, "train.micro_batch_size") * field(doc, "train.gradient_accumulation_steps")
+
+
+TABLE = Table(
+    Section(
+        "dataset_mixture.datasets.0",
+        Table(*(Field(f"dataset.{k}", k) for k in ("repo_id", "root", "episodes", "revision"))),
+    ),
+    Const("dataset_mixture.weights", [1.0], why="a recipe trains on one dataset"),
+    *(Field(f"dataset.{k}", f"dataset_mixture.{k}", null=True) for k in _DATASET_FIELDS),
+    Keyed("dataset.drop_probs", "dataset_mixture", suffix="_drop_prob"),
+    Extra("dataset.options", "dataset_mixture"),
+    *(Field(f"policy.{k}", f"policy.{k}", null=True) for k in _POLICY_FIELDS),
+    Extra("policy.options", "policy"),
+    Ignored("policy.optimizer_*", _PRESET),
+    Ignored("policy.scheduler_*", _PRESET),
+    Const("output_dir", "output", why="each run writes under its own directory"),
+    Const("resume", False),
+    Field("train.seed", "seed"),
+    # unset: what opentau.json has always had where the recipe and its schema say nothing
+    Field("dataset.resolution", "resolution", unset=[224, 224]),
+    Field("dataset.num_cams", "num_cams"),
+    Field("train.loss_weights", "loss_weighting", unset={"MSE": 1, "CE": 1}),
+    Field("train.num_workers", "num_workers"),
+    # OpenTau checks batch_size == dataloader_batch_size x gradient_accumulation_steps (docs/failure-modes.md §3)
+    Computed(
+        "batch_size",
+        _batch,
+        reads=("train.micro_batch_size", "train.gradient_accumulation_steps"),
+        what="train.micro_batch_size x train.gradient_accumulation_steps",
+    ),
+    Field("train.micro_batch_size", "dataloader_batch_size"),
+    Field("train.gradient_accumulation_steps", "gradient_accumulation_steps"),
+    Field("train.steps", "steps"),
+    Field("train.log_every", "log_freq"),
+    Const("save_checkpoint", True),
+    Field("train.checkpoint.every", "save_freq", derive=lambda every, doc: every or _steps(doc)),
+    Field("train.optimizer.type", "optimizer.type"),
+    *(
+        Field(f"train.optimizer.{k}", f"optimizer.{k}", null=True)
+        for k in ("lr", "weight_decay", "grad_clip_norm", "betas", "eps")
+    ),
+    Field("train.scheduler.type", "scheduler.type"),
+    Field("train.scheduler.warmup_steps", "scheduler.num_warmup_steps"),
+    Field("train.scheduler.decay_steps", "scheduler.num_decay_steps", derive=lambda steps, doc: steps or _steps(doc)),
+    Field(
+        "train.scheduler.peak_lr",
+        "scheduler.peak_lr",
+        derive=lambda lr, doc: lr or field(doc, "train.optimizer.lr"),
+    ),
+    Field("train.scheduler.decay_lr", "scheduler.decay_lr"),
+    Const("wandb", {"enable": False}),
+    Field("train.prefetch_factor", "prefetch_factor", when=lambda doc: bool(field(doc, "train.prefetch_factor"))),
+    Extra("trainer.opentau.config", mode="deep"),  # extra TrainPipelineConfig fields, merged last
+)
 
 
 def train_config(doc: dict) -> dict:
-    policy, dataset, train = doc["policy"], doc["dataset"], doc["train"]
-    micro, accumulation = int(train["micro_batch_size"]), int(train.get("gradient_accumulation_steps", 1))
-    source = {k: dataset[k] for k in ("repo_id", "root", "episodes", "revision") if dataset.get(k) is not None}
-    mixture = {"datasets": [source], "weights": [1.0], **{k: dataset[k] for k in _DATASET_FIELDS if k in dataset}}
-    mixture.update({f"{name}_drop_prob": p for name, p in dataset.get("drop_probs", {}).items()})
-    mixture.update(dataset.get("options", {}))
-    optimizer, scheduler = train.get("optimizer", {}), train.get("scheduler", {})
-    every = int(train.get("checkpoint", {}).get("every", 0))
-    config = {
-        "dataset_mixture": mixture,
-        "policy": {**{k: policy[k] for k in _POLICY_FIELDS if k in policy}, **policy.get("options", {})},
-        "output_dir": "output",
-        "resume": False,
-        "seed": train.get("seed", 1000),
-        "resolution": dataset.get("resolution") or [224, 224],
-        "num_cams": dataset.get("num_cams", 1),
-        "loss_weighting": train.get("loss_weights") or {"MSE": 1, "CE": 1},
-        "num_workers": train.get("num_workers", 4),
-        "batch_size": micro * accumulation,  # OpenTau checks batch_size == dataloader x accumulation
-        "dataloader_batch_size": micro,
-        "gradient_accumulation_steps": accumulation,
-        "steps": train["steps"],
-        "log_freq": train.get("log_every", 10),
-        "save_checkpoint": True,
-        "save_freq": every or train["steps"],
-        "optimizer": {
-            "type": optimizer.get("type", "adamw"),
-            **{k: optimizer[k] for k in ("lr", "weight_decay", "grad_clip_norm", "betas", "eps") if k in optimizer},
-        },
-        "scheduler": {
-            "type": scheduler.get("type", "cosine_decay_with_warmup"),
-            "num_warmup_steps": scheduler.get("warmup_steps", 0),
-            "num_decay_steps": scheduler.get("decay_steps") or train["steps"],
-            "peak_lr": scheduler.get("peak_lr") or optimizer.get("lr"),
-            "decay_lr": scheduler.get("decay_lr", 0.0),
-        },
-        "wandb": {"enable": False},
-    }
-    if train.get("prefetch_factor"):
-        config["prefetch_factor"] = train["prefetch_factor"]
-    return merge(config, doc["trainer"].get("opentau", {}).get("config", {}))
+    return write(TABLE, doc)
 
 
 def invocation(doc: dict, ctx: Context) -> Invocation:
-    program = doc["trainer"].get("opentau", {}).get("program", "opentau-train")
+    program = view.of(doc).trainer.opentau.program
     config = ctx.accelerate_config
     flag = Raw(f"--accelerate-config={config}") if isinstance(config, Raw) else f"--accelerate-config={config}"
     files = {CONFIG: json.dumps(train_config(doc), indent=2) + "\n"}
     return Invocation([program, flag, f"--config_path={CONFIG}"], program, HINT, files)
+
+
+def import_config(path: Path, recipe: dict, notes: list[str]) -> str | None:
+    """Read a TrainPipelineConfig JSON into `recipe`; the policy part to extend, if one fits."""
+    try:
+        cfg = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise RecipeError(f"{path}: not an OpenTau TrainPipelineConfig JSON: {e}", Exit.INVALID) from None
+    if not isinstance(cfg, dict):
+        raise RecipeError(f"{path}: not an OpenTau TrainPipelineConfig JSON: not a mapping", Exit.INVALID)
+    recipe["trainer"] = {"kind": "opentau"}
+    reader = Reader(recipe, notes)
+    reader.read(TABLE, cfg, path.name)
+    reader.finish()
+    kind = lookup(cfg, "policy.type")
+    if lookup(recipe, "backend.kind") == "fsdp" and kind in FP32_UNDER_FSDP:
+        # no file says so: OpenTau decides it from accelerate's distributed_type
+        reader.set(("policy", "dtype"), "float32", f"OpenTau's {kind} under FSDP")
+    return PARTS.get(kind)

@@ -1,0 +1,146 @@
+"""The accelerate yaml's fsdp_config section <-> backend.* and policy.block_classes, both ways.
+
+Import reads the section as `accelerate launch` does: a key the yaml leaves out takes the
+launcher's default (`absent`), which is not always the value a recipe leaves unset writes.
+"""
+
+from __future__ import annotations
+
+from registry.doc import MISSING
+from registry.trainers.mapping import Field, Table, field, value
+
+TRANSFORMER, SIZE = "TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP"
+# accelerate's FSDP1 strategy names, in ShardingStrategy order (an int n names the n-th)
+STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2")
+
+
+def truth(item):
+    """A yaml bool as accelerate's str_to_bool reads it; anything else is left for validation."""
+    if isinstance(item, str) and item.lower() in (
+        "y",
+        "yes",
+        "t",
+        "true",
+        "on",
+        "1",
+        "n",
+        "no",
+        "f",
+        "false",
+        "off",
+        "0",
+    ):
+        return item.lower() in ("y", "yes", "t", "true", "on", "1")
+    return item
+
+
+def strategy(item):
+    """fsdp_reshard_after_forward / fsdp_sharding_strategy under FSDP1: a name or its number."""
+    if isinstance(item, int) and not isinstance(item, bool) and 1 <= item <= len(STRATEGIES):
+        return STRATEGIES[item - 1]
+    if isinstance(item, str):
+        return STRATEGIES[int(item) - 1] if item.isdigit() and 1 <= int(item) <= len(STRATEGIES) else item.upper()
+    return item  # a bool is FSDP2's spelling: validation says so
+
+
+def classes(text) -> list[str]:
+    return [c.strip() for c in str(text).split(",") if c.strip()]
+
+
+def _version(doc) -> int:
+    return field(doc, "backend.version")
+
+
+VERSION = Field("backend.version", "fsdp_version", to=int, back=int)
+# accelerate launch without fsdp_auto_wrap_policy wraps nothing
+WRAP = Field("backend.auto_wrap_policy", "fsdp_auto_wrap_policy", unset=TRANSFORMER, absent="NO_WRAP")
+
+
+CPU_RAM = Field(
+    "backend.cpu_ram_efficient_loading", "fsdp_cpu_ram_efficient_loading", to=bool, back=truth, unset=False, absent=True
+)
+
+
+def _wraps(policy: str):
+    return lambda doc: value(WRAP, doc) == policy
+
+
+def _wrapped_classes(names: list, doc) -> list:
+    if _version(doc) == 2:  # FSDP2 also wraps what only it needs wrapped
+        names += [c for c in field(doc, "policy.fsdp2_extra_block_classes") or [] if c not in names]
+    return names
+
+
+TABLE = Table(
+    VERSION,
+    WRAP,
+    Field(
+        "policy.block_classes",
+        "fsdp_transformer_layer_cls_to_wrap",
+        derive=_wrapped_classes,
+        to=",".join,
+        back=classes,
+        when=_wraps(TRANSFORMER),
+    ),
+    Field("backend.min_num_params", "fsdp_min_num_params", to=int, unset=100_000_000, when=_wraps(SIZE)),
+    # accelerate 1.x takes the FSDP1 sharding strategy as reshard_after_forward (docs/failure-modes.md §8)
+    Field(
+        "backend.sharding",
+        "fsdp_reshard_after_forward",
+        derive=lambda sharding, doc: field(doc, "backend.reshard_after_forward") or sharding,
+        back=strategy,
+        aliases=("fsdp_sharding_strategy",),
+        when=lambda doc: _version(doc) == 1,
+        exclusive=True,
+    ),
+    Field(
+        "backend.use_orig_params",
+        "fsdp_use_orig_params",
+        to=bool,
+        back=truth,
+        unset=True,
+        absent=True,
+        when=lambda doc: _version(doc) == 1,
+    ),
+    Field(
+        "backend.forward_prefetch",
+        "fsdp_forward_prefetch",
+        to=bool,
+        back=truth,
+        unset=False,
+        when=lambda doc: _version(doc) == 1,
+    ),
+    Field(
+        "backend.backward_prefetch",
+        "fsdp_backward_prefetch",
+        unset="NO_PREFETCH",
+        when=lambda doc: _version(doc) == 1,
+    ),
+    Field(
+        "backend.reshard_after_forward",
+        "fsdp_reshard_after_forward",
+        to=bool,
+        back=truth,
+        unset=True,
+        when=lambda doc: _version(doc) == 2,
+        exclusive=True,
+    ),
+    Field(
+        "backend.state_dict_type",
+        "fsdp_state_dict_type",
+        unset="SHARDED_STATE_DICT",
+        # without one, accelerate's plugin saves FSDP1 full state dicts
+        absent=lambda recipe: "FULL_STATE_DICT" if _version(recipe) == 1 else MISSING,
+    ),
+    Field("backend.offload_params", "fsdp_offload_params", to=bool, back=truth, unset=False),
+    CPU_RAM,
+    # accelerate refuses cpu_ram_efficient_loading without sync_module_states
+    Field(
+        "backend.sync_module_states",
+        "fsdp_sync_module_states",
+        unset=True,
+        derive=lambda sync, doc: bool(sync) or bool(value(CPU_RAM, doc)),
+        back=truth,
+    ),
+    Field("backend.activation_checkpointing", "fsdp_activation_checkpointing", to=bool, back=truth),
+)

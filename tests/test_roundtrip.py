@@ -1,0 +1,135 @@
+"""Resolve -> import -> resolve gives the same files, for every valid bundled cell whose trainer
+`recipe import` reads (OpenTau, LeRobot): one field table per config drives both directions."""
+
+import contextlib
+import io
+import json
+import shlex
+
+import pytest
+import yaml
+
+from registry.commands import main
+from registry.compose import compose
+from registry.resolve import resolve
+from registry.resolve.lock import LOCK
+from registry.validate.report import validate_target
+
+IMPORTABLE = ("opentau", "lerobot")
+
+
+def listed_cells() -> list[str]:
+    """Every cell `recipe list --all` shows."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["list", "--all"]) == 0
+    lines = out.getvalue().splitlines()
+    assert lines[0].split()[0] == "NAME"
+    return [line.split()[0] for line in lines[1:] if line.strip() and not line.startswith("(")]
+
+
+CELLS = [
+    c for c in listed_cells() if compose(c).data["trainer"]["kind"] in IMPORTABLE and validate_target(c).exit_code == 0
+]
+
+
+def trainer_flags(script: str) -> list[str]:
+    """The trainer's flags on launch.sh's exec line: what follows the program."""
+    argv = shlex.split(next(line for line in script.splitlines() if line.startswith("exec ")))
+    program = next(i for i, token in enumerate(argv) if token.startswith("$(command -v "))
+    return argv[program + 1 :]
+
+
+def test_every_importable_cell_is_covered():
+    kinds = {compose(c).data["trainer"]["kind"] for c in CELLS}
+    assert kinds == set(IMPORTABLE) and len(CELLS) > 150
+    assert {"pi07/zero2/8xA100", "pi07/fsdp/8xA100", "act/ddp/8xA100"} <= set(CELLS)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_resolve_import_resolve_is_byte_identical(tmp_path, capsys, cell):
+    recipe = compose(cell)
+    doc = recipe.data
+    first = resolve(recipe).files
+    out = tmp_path / "first"
+    out.mkdir()
+    for name, text in first.items():
+        (out / name).write_text(text)
+
+    dest = tmp_path / "imported.yaml"
+    args = ["import", "--accelerate-config", str(out / "accelerate.yaml"), "--name", cell, "-o", str(dest)]
+    if doc["hardware"]["gpu"]:
+        args += ["--gpu", doc["hardware"]["gpu"]["name"]]  # the yaml says how many processes, not which GPU
+    if doc["trainer"]["kind"] == "opentau":
+        args += ["--trainer", "opentau", "--trainer-config", str(out / "opentau.json")]
+    else:
+        args += ["--trainer", "lerobot", "--trainer-args", shlex.join(trainer_flags(first["launch.sh"]))]
+    code = main(args)
+    said = capsys.readouterr()
+    assert code == 0, said.out + said.err  # the imported recipe validates
+    # every key of a resolved file has a row: the import places all of it
+    assert [line for line in said.err.splitlines() if line.startswith("note:")] == []
+
+    # launch.sh exports the recipe's environment, which no file the import reads carries
+    env = [f"env.{k}={json.dumps(str(v))}" for k, v in doc["env"].items()]
+    second = resolve(compose(str(dest), env)).files
+    assert list(second) == list(first)
+    for name, text in first.items():
+        if name == LOCK:  # its inputs are the imported file, not the parts: the outputs must agree
+            assert yaml.safe_load(second[name])["outputs"] == yaml.safe_load(text)["outputs"]
+        else:
+            assert second[name] == text, name
+
+
+def test_import_places_or_reports_every_key(tmp_path, capsys):
+    """What no row maps lands in the recipe's pass-through sections or in a note; computed values
+    are checked once the file that sets their inputs has been read."""
+    (tmp_path / "a.yaml").write_text(
+        "distributed_type: DEEPSPEED\nnum_processes: 4\ngpu_ids: all\nmachine_rank: 1\n"
+        "deepspeed_config: {deepspeed_config_file: ds.json}\n"
+    )
+    ds = {
+        "train_batch_size": 64,
+        "train_micro_batch_size_per_gpu": 4,
+        "gradient_accumulation_steps": "auto",
+        "bf16": {"enabled": True},
+        "optimizer": {"type": "AdamW"},
+        "zero_optimization": {
+            "stage": 3,
+            "stage3_max_live_parameters": 1e9,
+            "gather_16bit_weights_on_model_save": True,
+        },
+        "steps_per_print": 101,
+    }
+    (tmp_path / "ds.json").write_text(json.dumps(ds))
+    trainer = {
+        "dataset_mixture": {"datasets": [{"repo_id": "a/b"}, {"repo_id": "c/d"}], "max_frames": 7},
+        "policy": {"type": "pi05", "optimizer_lr": 1e-4, "tokenizer_max_length": 48},
+        "batch_size": 12,
+        "dataloader_batch_size": 4,
+        "gradient_accumulation_steps": 2,
+        "steps": 100,
+        "val_freq": 10,
+    }
+    (tmp_path / "c.json").write_text(json.dumps(trainer))
+    dest = tmp_path / "r.yaml"
+    args = ["--trainer", "opentau", "--trainer-config", str(tmp_path / "c.json"), "-o", str(dest)]
+    main(["import", "--accelerate-config", str(tmp_path / "a.yaml"), *args])
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    recipe = yaml.safe_load(dest.read_text())
+    assert recipe["backend"]["accelerate"] == {"gpu_ids": "all"}
+    assert recipe["backend"]["deepspeed_json"] == {"optimizer": {"type": "AdamW"}}
+    assert recipe["backend"]["zero3_save_16bit_model"] is True  # DeepSpeed's other spelling
+    assert recipe["trainer"]["opentau"]["config"] == {"val_freq": 10}
+    assert recipe["policy"]["options"] == {"tokenizer_max_length": 48}
+    assert recipe["dataset"]["options"] == {"max_frames": 7}
+    for said in (
+        "a.yaml machine_rank",
+        "ds.json zero_optimization.stage3_max_live_parameters",
+        "c.json policy.optimizer_lr",
+        "c.json dataset_mixture.datasets.1",
+        "ds.json train_batch_size is 64, but the recipe derives it from",  # 4 x 2 (c.json) x 4
+        "c.json batch_size is 12, but the recipe derives it from",
+    ):
+        assert any(said in note for note in notes), said
+    assert not any("steps_per_print" in note for note in notes)  # 100 + 1, once c.json gave the steps
