@@ -82,7 +82,6 @@ DEEPSPEED_SECTION = Table(
         "zero3_init_flag",
         to=bool,
         back=fsdp.truth,
-        unset=False,
         when=_stage3,
         absent=lambda recipe: True if _stage3(recipe) else MISSING,
     ),
@@ -105,7 +104,7 @@ TABLE = Table(
     Field("hardware.nodes", "num_machines", to=int, back=int),
     Computed("num_processes", world_size, reads=("hardware",), what="hardware.nodes x the processes per node"),
     Field("launch.rdzv_backend", "rdzv_backend"),
-    Field("launch.same_network", "same_network", to=bool, back=fsdp.truth, unset=True, absent=False),
+    Field("launch.same_network", "same_network", to=bool, back=fsdp.truth, absent=False),
     Computed("use_cpu", lambda doc: field(doc, "hardware.gpu") is None, reads=("hardware",), what="hardware.gpu"),
     # With deepspeed_config_file accelerate refuses mixed_precision, even 'no' (docs/failure-modes.md §12).
     Field("backend.mixed_precision", "mixed_precision", when=lambda doc: field(doc, "backend.kind") != "deepspeed"),

@@ -35,7 +35,7 @@ def _offload(part: str) -> tuple:
     return (
         Field(f"backend.offload.{part}", f"{block}.device", when=offloads),
         # DeepSpeed pins no memory unless asked
-        Field("backend.offload.pin_memory", f"{block}.pin_memory", to=bool, unset=True, absent=False, when=offloads),
+        Field("backend.offload.pin_memory", f"{block}.pin_memory", to=bool, absent=False, when=offloads),
         Field(
             "backend.nvme_path",
             f"{block}.nvme_path",
@@ -94,7 +94,6 @@ TABLE = Table(
         "backend.zero3_save_16bit_model",
         "zero_optimization.stage3_gather_16bit_weights_on_model_save",
         to=bool,
-        unset=True,
         when=_stage3,
         aliases=(
             "zero_optimization.gather_16bit_weights_on_model_save",

@@ -53,12 +53,10 @@ def _version(doc) -> int:
 
 VERSION = Field("backend.version", "fsdp_version", to=int, back=int)
 # accelerate launch without fsdp_auto_wrap_policy wraps nothing
-WRAP = Field("backend.auto_wrap_policy", "fsdp_auto_wrap_policy", unset=TRANSFORMER, absent="NO_WRAP")
+WRAP = Field("backend.auto_wrap_policy", "fsdp_auto_wrap_policy", absent="NO_WRAP")
 
 
-CPU_RAM = Field(
-    "backend.cpu_ram_efficient_loading", "fsdp_cpu_ram_efficient_loading", to=bool, back=truth, unset=False, absent=True
-)
+CPU_RAM = Field("backend.cpu_ram_efficient_loading", "fsdp_cpu_ram_efficient_loading", to=bool, back=truth, absent=True)
 
 
 def _wraps(policy: str):
@@ -82,7 +80,7 @@ TABLE = Table(
         back=classes,
         when=_wraps(TRANSFORMER),
     ),
-    Field("backend.min_num_params", "fsdp_min_num_params", to=int, unset=100_000_000, when=_wraps(SIZE)),
+    Field("backend.min_num_params", "fsdp_min_num_params", to=int, when=_wraps(SIZE)),
     # accelerate 1.x takes the FSDP1 sharding strategy as reshard_after_forward (docs/failure-modes.md §8)
     Field(
         "backend.sharding",
@@ -98,7 +96,6 @@ TABLE = Table(
         "fsdp_use_orig_params",
         to=bool,
         back=truth,
-        unset=True,
         absent=True,
         when=lambda doc: _version(doc) == 1,
     ),
@@ -107,13 +104,11 @@ TABLE = Table(
         "fsdp_forward_prefetch",
         to=bool,
         back=truth,
-        unset=False,
         when=lambda doc: _version(doc) == 1,
     ),
     Field(
         "backend.backward_prefetch",
         "fsdp_backward_prefetch",
-        unset="NO_PREFETCH",
         when=lambda doc: _version(doc) == 1,
     ),
     Field(
@@ -128,17 +123,15 @@ TABLE = Table(
     Field(
         "backend.state_dict_type",
         "fsdp_state_dict_type",
-        unset="SHARDED_STATE_DICT",
         # without one, accelerate's plugin saves FSDP1 full state dicts
         absent=lambda recipe: "FULL_STATE_DICT" if _version(recipe) == 1 else MISSING,
     ),
-    Field("backend.offload_params", "fsdp_offload_params", to=bool, back=truth, unset=False),
+    Field("backend.offload_params", "fsdp_offload_params", to=bool, back=truth),
     CPU_RAM,
     # accelerate refuses cpu_ram_efficient_loading without sync_module_states
     Field(
         "backend.sync_module_states",
         "fsdp_sync_module_states",
-        unset=True,
         derive=lambda sync, doc: bool(sync) or bool(value(CPU_RAM, doc)),
         back=truth,
     ),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 
 from registry import view
-from registry.errors import Exit, RecipeError
+from registry.errors import RecipeError
 from registry.topology import world_size
 from registry.trainers.base import Context, Invocation, Raw
 from registry.trainers.mapping import Computed, Const, Extra, Field, Reader, Rest, Table, field, write_flags
@@ -94,17 +94,12 @@ def flags(doc: dict) -> list[str]:
 
 
 def invocation(doc: dict, ctx: Context) -> Invocation:
+    """The rules lerobot-no-deepspeed and lerobot-no-accumulation have held before this runs."""
     recipe = view.of(doc)
-    if recipe.backend.kind == "deepspeed":
-        raise RecipeError("LeRobot has no DeepSpeed path (hint: use backend=ddp, fsdp or fsdp2)", Exit.INVALID)
     program = recipe.trainer.lerobot.program
     script = Raw(f'"$(command -v {program})"')
     if recipe.trainer.lerobot.api == "parallelism":
         return Invocation(ctx.torchrun() + [script] + flags(doc), program, HINT, uses_accelerate_config=False)
-    if recipe.train.gradient_accumulation_steps != 1:
-        raise RecipeError(
-            "lerobot-train v0.6 has no gradient accumulation flag (hint: trainer.lerobot.api=parallelism)", 1
-        )
     return Invocation(ctx.accelerate() + [script] + flags(doc), program, HINT)
 
 

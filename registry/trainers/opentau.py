@@ -88,10 +88,9 @@ TABLE = Table(
     Const("output_dir", "output", why="each run writes under its own directory"),
     Const("resume", False),
     Field("train.seed", "seed"),
-    # unset: what opentau.json has always had where the recipe and its schema say nothing
-    Field("dataset.resolution", "resolution", unset=[224, 224]),
+    Field("dataset.resolution", "resolution"),
     Field("dataset.num_cams", "num_cams"),
-    Field("train.loss_weights", "loss_weighting", unset={"MSE": 1, "CE": 1}),
+    Field("train.loss_weights", "loss_weighting"),
     Field("train.num_workers", "num_workers"),
     # OpenTau checks batch_size == dataloader_batch_size x gradient_accumulation_steps (docs/failure-modes.md §3)
     Computed(
