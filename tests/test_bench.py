@@ -1,12 +1,21 @@
 """`recipe bench` on this CPU host: a real matrix, the measuring conditions, and --record."""
 
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
 import yaml
 from conftest import run_cli
 
 from registry.run.bench import summarize
 
+MINE = "# yaml-language-server: $schema=x\nrecipe: {name: team/mine}\nextends: [tiny/ddp/cpu]\ntrain: {steps: 7}\n"
 
-def test_cpu_matrix_side_by_side(tmp_path):
+
+def side_by_side(folder: Path, port: int) -> tuple[subprocess.CompletedProcess, Path]:
+    """`recipe bench` over a matrix of 3 cells, one of them invalid, in `folder`."""
     r = run_cli(
         "bench",
         "tiny/{ddp,zero2,fsdp}/cpu",
@@ -15,9 +24,54 @@ def test_cpu_matrix_side_by_side(tmp_path):
         "--warmup",
         "1",
         "train.gradient_accumulation_steps=4",
-        cwd=None,
+        f"launch.main_process_port={port}",
+        cwd=folder,  # run directories go to ./runs/bench
         timeout=600,
     )
+    return r, folder
+
+
+@dataclass
+class Recorded:
+    file: Path
+    first: subprocess.CompletedProcess
+    text: str = ""  # the file after the first --record
+    validated: subprocess.CompletedProcess | None = None
+    again: subprocess.CompletedProcess | None = None
+
+
+def record_twice(folder: Path, port: int) -> Recorded:
+    """`recipe bench FILE --record` on a free-standing recipe; then `recipe validate FILE`, and
+    --record again. (DDP on CPU: torchrun picks its own port.)"""
+    f = folder / "mine.yaml"
+    f.write_text(MINE)
+    bench = ["bench", str(f), "--steps", "3", "--warmup", "1", "--record"]
+    done = Recorded(f, run_cli(*bench, cwd=folder, timeout=600))
+    if done.first.returncode == 0:
+        done.text = f.read_text()
+        done.validated = run_cli("validate", str(f))
+        done.again = run_cli(*bench, cwd=folder, timeout=600)
+    return done
+
+
+def background_runs(items) -> dict:
+    """The bench runs the selected tests read, for conftest's `background` to start with the session."""
+    jobs = {"side_by_side_run": side_by_side, "recorded": record_twice}  # by the fixture that reads them
+    return {key: job for key, job in jobs.items() if any(key in item.fixturenames for item in items)}
+
+
+@pytest.fixture(scope="module")
+def side_by_side_run(background, request) -> tuple[subprocess.CompletedProcess, Path]:
+    return background.of(request.module)["side_by_side_run"].result()
+
+
+@pytest.fixture(scope="module")
+def recorded(background, request) -> Recorded:
+    return background.of(request.module)["recorded"].result()
+
+
+def test_cpu_matrix_side_by_side(side_by_side_run):
+    r, folder = side_by_side_run
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     lines = r.stdout.splitlines()
     assert lines[0].split()[:4] == ["RECIPE", "SAMPLES/S", "ALLOC", "GiB"]
@@ -27,6 +81,10 @@ def test_cpu_matrix_side_by_side(tmp_path):
         shares = [int(x.rstrip("%")) for x in rows[name][4:9]]
         assert 98 <= sum(shares) <= 102  # the phase table adds up to 100%
     assert "tiny/fsdp/cpu: skipped: invalid: fsdp-needs-gpu" in r.stdout
+    bench_runs = folder / "runs" / "bench"
+    assert sorted(p.name for p in bench_runs.iterdir()) == ["tiny_ddp_cpu", "tiny_zero2_cpu"]
+    configs = [json.loads(f.read_text()) for f in bench_runs.glob("*/*/train_config.json")]
+    assert len(configs) == 2 and all(c["train"]["gradient_accumulation_steps"] == 1 for c in configs)  # measured as 1
 
 
 def test_summarize_adds_up():
@@ -47,14 +105,10 @@ def test_summarize_adds_up():
     assert abs(out["samples_per_s"] - 100.0) < 1e-9 and out["peak_allocated_gib"] == 6.0
 
 
-def test_record_appends_results_with_provenance(tmp_path):
-    f = tmp_path / "mine.yaml"
-    f.write_text(
-        "# yaml-language-server: $schema=x\nrecipe: {name: team/mine}\nextends: [tiny/ddp/cpu]\ntrain: {steps: 7}\n"
-    )
-    r = run_cli("bench", str(f), "--steps", "3", "--warmup", "1", "--record", timeout=600)
+def test_record_appends_results_with_provenance(recorded):
+    r = recorded.first
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
-    text = f.read_text()
+    text = recorded.text
     assert text.startswith(
         "# yaml-language-server: $schema=x\nrecipe: {name: team/mine}\n"
     )  # the file is kept, not rewritten
@@ -66,9 +120,9 @@ def test_record_appends_results_with_provenance(tmp_path):
         and entry["command"].startswith("recipe bench")
     )
     assert abs(sum(entry["phases"].values()) - 1) < 0.01
-    assert run_cli("validate", str(f)).returncode == 0
-    again = run_cli("bench", str(f), "--steps", "3", "--warmup", "1", "--record", timeout=600)
-    assert again.returncode == 0 and len(yaml.safe_load(f.read_text())["results"]) == 2
+    assert recorded.validated.returncode == 0
+    again = recorded.again
+    assert again.returncode == 0 and len(yaml.safe_load(recorded.file.read_text())["results"]) == 2
 
 
 def test_bench_refuses_bad_patterns():

@@ -1,16 +1,13 @@
 """Every combination of bundled parts is either valid or rejected by named invariants."""
 
-import itertools
 import json
 
 import pytest
+from conftest import cell_names
 
 from registry.files import SCHEMA_DIR
-from registry.sharing import sources
-from registry.validate.report import validate_target
 
-AXES = ("policy", "backend", "hardware")
-CELLS = ["/".join(c) for c in itertools.product(*(sources.part_names(a) for a in AXES))]
+CELLS = cell_names()
 RULE_IDS = {
     rule["id"]
     for path in SCHEMA_DIR.glob("*.schema.json")
@@ -19,8 +16,8 @@ RULE_IDS = {
 
 
 @pytest.mark.parametrize("cell", CELLS)
-def test_cell_is_valid_or_rejected_by_a_named_rule(cell):
-    report = validate_target(cell)
+def test_cell_is_valid_or_rejected_by_a_named_rule(matrix, cell):
+    report = matrix[cell].report
     assert report.failure is None, str(report.failure)
     structural = [p.render() for p in report.problems if p.is_error and p.rule not in RULE_IDS]
     assert not structural  # parts never compose into a malformed recipe
@@ -37,8 +34,8 @@ def test_cell_is_valid_or_rejected_by_a_named_rule(cell):
         ("pi07/fsdp/8xH100", "fsdp-fp32-model"),
     ],
 )
-def test_known_rejections(cell, rule):
-    assert rule in {p.rule for p in validate_target(cell).problems if p.is_error}
+def test_known_rejections(matrix, cell, rule):
+    assert rule in {p.rule for p in matrix[cell].report.problems if p.is_error}
 
 
 @pytest.mark.parametrize(
@@ -56,11 +53,11 @@ def test_known_rejections(cell, rule):
         "pi05/zero2/8xH100",
     ],
 )
-def test_known_valid(cell):
-    report = validate_target(cell)
+def test_known_valid(matrix, cell):
+    report = matrix[cell].report
     assert report.exit_code == 0, report.lines()
 
 
-def test_matrix_has_both_outcomes():
-    codes = [validate_target(c).exit_code for c in CELLS]
+def test_matrix_has_both_outcomes(matrix):
+    codes = [matrix[c].report.exit_code for c in CELLS]
     assert codes.count(0) > 100 and codes.count(1) > 100

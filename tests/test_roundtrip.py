@@ -8,12 +8,12 @@ import shlex
 
 import pytest
 import yaml
+from conftest import bundled_matrix
 
 from registry.commands import main
 from registry.compose import compose
 from registry.resolve import resolve
 from registry.resolve.lock import LOCK
-from registry.validate.report import validate_target
 
 IMPORTABLE = ("opentau", "lerobot")
 
@@ -29,7 +29,9 @@ def listed_cells() -> list[str]:
 
 
 CELLS = [
-    c for c in listed_cells() if compose(c).data["trainer"]["kind"] in IMPORTABLE and validate_target(c).exit_code == 0
+    c
+    for c in listed_cells()
+    if bundled_matrix()[c].report.exit_code == 0 and bundled_matrix()[c].recipe.data["trainer"]["kind"] in IMPORTABLE
 ]
 
 
@@ -40,17 +42,16 @@ def trainer_flags(script: str) -> list[str]:
     return argv[program + 1 :]
 
 
-def test_every_importable_cell_is_covered():
-    kinds = {compose(c).data["trainer"]["kind"] for c in CELLS}
+def test_every_importable_cell_is_covered(matrix):
+    kinds = {matrix[c].recipe.data["trainer"]["kind"] for c in CELLS}
     assert kinds == set(IMPORTABLE) and len(CELLS) > 150
     assert {"pi07/zero2/8xA100", "pi07/fsdp/8xA100", "act/ddp/8xA100"} <= set(CELLS)
 
 
 @pytest.mark.parametrize("cell", CELLS)
-def test_resolve_import_resolve_is_byte_identical(tmp_path, capsys, cell):
-    recipe = compose(cell)
-    doc = recipe.data
-    first = resolve(recipe).files
+def test_resolve_import_resolve_is_byte_identical(tmp_path, capsys, matrix, cell):
+    doc = matrix[cell].recipe.data
+    first = matrix[cell].bundle.files
     out = tmp_path / "first"
     out.mkdir()
     for name, text in first.items():

@@ -1,7 +1,9 @@
 """The built-in trainer for real: 2 processes over gloo on this CPU host, under DDP, ZeRO-2 and
 ZeRO-3; crash and resume; consolidated checkpoints loaded into a fresh policy."""
 
+import functools
 import json
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -24,29 +26,81 @@ def losses(run: Path) -> dict[int, float]:
     return {r["step"]: r["loss"] for r in records(run) if "loss" in r}
 
 
+def train(*args, env=None) -> None:
+    """`recipe run ARGS`, which must succeed."""
+    r = run_cli("run", *args, env=env, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def crash_and_resume(backend: str, base: Path, port: int) -> tuple[Path, Path, list[str]]:
+    """An uninterrupted run, and one that crashes after step 6 and resumes; and their overrides."""
+    overrides = [*STEPS, f"launch.main_process_port={port}"]
+    whole, broken = base / "whole", base / "broken"
+    train(f"tiny/{backend}/cpu", *overrides, "--output-dir", str(whole))
+    crashed = run_cli(
+        "run", f"tiny/{backend}/cpu", *overrides, "--output-dir", str(broken), env={CRASH_AFTER: "6"}, timeout=600
+    )
+    assert crashed.returncode != 0
+    assert (broken / "checkpoints" / "last").resolve().name == "000006"
+    train(f"tiny/{backend}/cpu", *overrides, "--resume", str(broken))
+    return whole, broken, overrides
+
+
+def lazy(base: Path, port: int) -> Path:
+    run = base / "lazy"
+    train(
+        "tiny-lazy/zero3-offload/cpu",
+        "train.steps=8",
+        "train.log_every=1",
+        f"launch.main_process_port={port}",
+        "--output-dir",
+        str(run),
+    )
+    return run
+
+
+def two_nodes(base: Path, port: int) -> Path:
+    run = base / "nodes"
+    train("tiny/ddp/2x1", "train.steps=6", f"launch.main_process_port={port}", "--output-dir", str(run))
+    return run
+
+
+def background_runs(items) -> dict:
+    """The runs the selected tests read, for conftest's `background` to start with the session: a
+    crash-and-resume run per backend a `runs` test is parametrized with (every backend for one that
+    is not), the lazy policy's run and the two-node run."""
+    backends = set()
+    for item in items:
+        if "runs" in item.fixturenames:
+            callspec = getattr(item, "callspec", None)
+            backends |= {callspec.params["backend"]} if callspec and "backend" in callspec.params else set(BACKENDS)
+    jobs = {b: functools.partial(crash_and_resume, b) for b in BACKENDS if b in backends}  # the longest first
+    for name, job in (("lazy", lazy), ("nodes", two_nodes)):
+        if any(f"{name}_run" in item.fixturenames for item in items):
+            jobs[name] = job
+    return jobs
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """For each backend: an uninterrupted run, and one that crashes after step 6 and resumes."""
-    out = {}
-    for backend in BACKENDS:
-        base = tmp_path_factory.mktemp(backend)
-        whole, broken = base / "whole", base / "broken"
-        r = run_cli("run", f"tiny/{backend}/cpu", *STEPS, "--output-dir", str(whole), timeout=600)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        crashed = run_cli(
-            "run", f"tiny/{backend}/cpu", *STEPS, "--output-dir", str(broken), env={CRASH_AFTER: "6"}, timeout=600
-        )
-        assert crashed.returncode != 0
-        assert (broken / "checkpoints" / "last").resolve().name == "000006"
-        resumed = run_cli("run", f"tiny/{backend}/cpu", *STEPS, "--resume", str(broken), timeout=600)
-        assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-        out[backend] = (whole, broken)
-    return out
+def runs(background, request) -> dict[str, Future]:
+    """Per backend, a future of (whole, broken, overrides): an uninterrupted run, and one that
+    crashed after step 6 and resumed."""
+    return {b: f for b, f in background.of(request.module).items() if b in BACKENDS}
+
+
+@pytest.fixture(scope="module")
+def lazy_run(background, request) -> Path:
+    return background.of(request.module)["lazy"].result()
+
+
+@pytest.fixture(scope="module")
+def nodes_run(background, request) -> Path:
+    return background.of(request.module)["nodes"].result()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_two_real_ranks(runs, backend):
-    whole, _ = runs[backend]
+    whole, _, _ = runs[backend].result()
     start = records(whole)[0]
     assert start["event"] == "start" and start["world_size"] == 2 and len(start["ranks"]) == 2
     assert start["distributed_type"] == ("MULTI_CPU" if backend == "ddp" else "DEEPSPEED")
@@ -64,7 +118,7 @@ def test_two_real_ranks(runs, backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_resume_matches_an_uninterrupted_run(runs, backend):
-    whole, broken = runs[backend]
+    whole, broken, _ = runs[backend].result()
     events = [r.get("event") for r in records(broken)]
     assert events.count("start") == 1 and events.count("resume") == 1
     resumed_at = next(r for r in records(broken) if r.get("event") == "resume")
@@ -76,7 +130,7 @@ def test_resume_matches_an_uninterrupted_run(runs, backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_consolidated_checkpoint_reproduces_the_trained_model(runs, backend):
-    whole, _ = runs[backend]
+    whole, _, _ = runs[backend].result()
     assert_consolidated(whole)
 
 
@@ -94,43 +148,22 @@ def assert_consolidated(run: Path):
     assert torch.allclose(out, probe["actions"], atol=1e-5), (out - probe["actions"]).abs().max()
 
 
-def test_lazy_policy_under_zero3_offload(tmp_path):
-    run = tmp_path / "lazy"
-    r = run_cli(
-        "run",
-        "tiny-lazy/zero3-offload/cpu",
-        "train.steps=8",
-        "train.log_every=1",
-        "--output-dir",
-        str(run),
-        timeout=600,
-    )
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert records(run)[0]["distributed_type"] == "DEEPSPEED"
-    assert_consolidated(run)
+def test_lazy_policy_under_zero3_offload(lazy_run):
+    assert records(lazy_run)[0]["distributed_type"] == "DEEPSPEED"
+    assert_consolidated(lazy_run)
 
 
-def test_two_nodes_on_localhost(tmp_path):
-    run = tmp_path / "nodes"
-    r = run_cli(
-        "run", "tiny/ddp/2x1", "train.steps=6", "launch.main_process_port=29517", "--output-dir", str(run), timeout=600
-    )
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    start = records(run)[0]
+def test_two_nodes_on_localhost(nodes_run):
+    start = records(nodes_run)[0]
     assert start["world_size"] == 2 and start["ranks"][0]["first_batch"] != start["ranks"][1]["first_batch"]
-    assert "--nnodes=2" in (run / "launch.sh").read_text()
-    assert_consolidated(run)
+    assert "--nnodes=2" in (nodes_run / "launch.sh").read_text()
+    assert_consolidated(nodes_run)
 
 
-def test_resume_refuses_a_changed_recipe(runs):
-    _, broken = runs["ddp"]
-    r = run_cli(
-        "run",
-        "tiny/ddp/cpu",
-        "train.steps=13",
-        "train.log_every=1",
-        "train.checkpoint.every=6",
-        "--resume",
-        str(broken),
-    )
+@pytest.mark.parametrize("backend", ["ddp"])
+def test_resume_refuses_a_changed_recipe(runs, backend):
+    _, broken, overrides = runs[backend].result()
+    changed = ["train.steps=13" if o == "train.steps=12" else o for o in overrides]
+    assert changed != overrides
+    r = run_cli("run", f"tiny/{backend}/cpu", *changed, "--resume", str(broken))
     assert r.returncode == 2 and "resolves differently" in r.stderr
