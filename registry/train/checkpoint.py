@@ -36,6 +36,8 @@ def save(accelerator, model, run_dir: Path, step: int, *, consolidated: bool, re
             from safetensors.torch import save_file
 
             save_file({k: v.detach().to("cpu").contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"))
+    # every rank has written its part (save_state writes per-rank RNG files) before the rename
+    accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         (tmp / "trainer_state.json").write_text(json.dumps({"step": step}) + "\n")
         if final.exists():
