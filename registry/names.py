@@ -13,6 +13,8 @@ AXES = ("policy", "backend", "hardware")
 # metacharacters; this is what keeps a name inside its source directory.
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 _SOURCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+# The key of a command-line override, `train.optimizer.lr=3e-4`: a dotted recipe path.
+OVERRIDE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*")
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,11 @@ def parse(text: str) -> Name:
             "(hint: names look like pi07/zero2/8xA100; no '..', absolute paths or special characters)"
         )
     return Name(segments, source, version)
+
+
+def is_override(arg: str) -> bool:
+    """A command-line argument is an override when it reads `dotted.key=value`."""
+    return "=" in arg and OVERRIDE_KEY.fullmatch(arg.split("=", 1)[0]) is not None
 
 
 def looks_like_file(text: str) -> bool:

@@ -28,8 +28,8 @@ from registry.commands import (
     source,
     validate,
 )
-from registry.compose import overrides
 from registry.errors import Exit, RecipeError
+from registry.names import is_override
 
 # In the order `recipe --help` shows them.
 VERBS = (list_, show, validate, resolve, run, estimate, bench, source, publish, history, diff, cp, import_, schema)
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         return Exit.USAGE
     # Overrides may follow options (`show NAME --origin k=v`); anything else is a usage error.
     rest = getattr(args, "overrides", getattr(args, "args", getattr(args, "targets", None)))
-    if extra and (rest is None or not all(overrides.is_override(e) for e in extra)):
+    if extra and (rest is None or not all(is_override(e) for e in extra)):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if extra:
         rest.extend(extra)

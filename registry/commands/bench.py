@@ -6,8 +6,8 @@ from __future__ import annotations
 import shlex
 import sys
 
-from registry.compose import overrides
 from registry.errors import RecipeError
+from registry.names import is_override
 
 NAME = "bench"
 HELP = "measure samples/s, peak memory and phase shares with the built-in trainer"
@@ -38,8 +38,8 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from registry.run.bench import main as bench
 
-    targets = [t for t in args.targets if not overrides.is_override(t)]
-    sets = [t for t in args.targets if overrides.is_override(t)]
+    targets = [t for t in args.targets if not is_override(t)]
+    sets = [t for t in args.targets if is_override(t)]
     if not targets:
         raise RecipeError("nothing to bench (hint: recipe bench 'tiny/*/cpu' --steps 20)")
     if args.steps < 1 or args.warmup < 0:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from registry.compose import Recipe, compose
+from typing import TYPE_CHECKING
+
 from registry.doc import join
 from registry.errors import Exit
+
+if TYPE_CHECKING:
+    from registry.compose import Recipe
 
 NAME = "diff"
 HELP = "differences between two resolved recipes, with both origins"
@@ -23,6 +27,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from registry.compose import compose
+
     lines = differences(compose(args.a), compose(args.b))
     for line in lines:
         print(line)

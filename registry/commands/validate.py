@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from registry.compose import overrides
 from registry.errors import RecipeError
+from registry.names import is_override
 
 NAME = "validate"
 HELP = "check recipes against the schemas and invariants"
@@ -32,8 +32,8 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from registry.validate.report import validate_all, validate_target
 
-    targets = [a for a in args.args if not overrides.is_override(a)]
-    sets = [a for a in args.args if overrides.is_override(a)]
+    targets = [a for a in args.args if not is_override(a)]
+    sets = [a for a in args.args if is_override(a)]
     if args.all and targets:
         raise RecipeError("give recipes or --all, not both")
     if not args.all and not targets:

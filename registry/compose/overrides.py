@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from registry.errors import Exit, RecipeError
 from registry.load import parse_value
-from registry.names import AXES
-
-_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*")
+from registry.names import AXES, OVERRIDE_KEY
 
 
 @dataclass
@@ -19,15 +16,11 @@ class Overrides:
     text: list[str] = field(default_factory=list)  # as typed, for the lock
 
 
-def is_override(arg: str) -> bool:
-    return "=" in arg and _KEY.fullmatch(arg.split("=", 1)[0]) is not None
-
-
 def parse(args: list[str]) -> Overrides:
     out = Overrides(text=list(args))
     for arg in args:
         key, sep, raw = arg.partition("=")
-        if not sep or not _KEY.fullmatch(key):
+        if not sep or not OVERRIDE_KEY.fullmatch(key):
             raise RecipeError(f"malformed override {arg!r} (hint: key.path=value, e.g. train.micro_batch_size=16)")
         try:
             value = parse_value(raw)

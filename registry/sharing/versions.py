@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from filelock import FileLock, Timeout
 
 from registry.errors import RecipeError
 from registry.files import write_atomic
@@ -110,6 +109,8 @@ def verified(version: Version) -> Version:
 @contextmanager
 def _locked(source: sources.Source):
     """One publisher at a time per source; a second waits, then fails cleanly."""
+    from filelock import FileLock, Timeout  # only publishing locks: kept off the start-up path
+
     source.root.mkdir(parents=True, exist_ok=True)
     try:
         with FileLock(source.root / LOCK, timeout=LOCK_WAIT_S):
