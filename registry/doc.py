@@ -4,9 +4,12 @@ that composition uses."""
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 
 MISSING = object()
+# `{dotted.path}` in a rule's message or hint and in a command trainer's argument templates
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][\w.]*)\}")
 
 
 def split(dotted: str) -> tuple:

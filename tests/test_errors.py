@@ -126,3 +126,13 @@ def test_every_field_of_a_gpu_recipe_survives_wrong_values():
             except Exception as e:  # the point is to catch anything else
                 crashes.append(f"{override}: {e!r}")
     assert not crashes, crashes[:10]
+
+
+def test_the_placeholder_rule_knows_what_the_command_trainer_fills():
+    from registry.compose import compose
+    from registry.resolve.launch import context
+    from registry.trainers.command import launch_values
+    from registry.validate.checks import COMMAND_PLACEHOLDERS
+
+    doc = compose("tiny/ddp/cpu", ["trainer.kind=command", "trainer.command.program=./t.sh"]).data
+    assert set(launch_values(doc, context(doc))) == set(COMMAND_PLACEHOLDERS)

@@ -7,10 +7,9 @@ from __future__ import annotations
 import os
 
 from registry import view
-from registry.doc import lookup
+from registry.doc import PLACEHOLDER, lookup
 from registry.topology import world_size
 from registry.trainers.base import Context, Invocation, flag_value
-from registry.validate.checks import PLACEHOLDER
 
 
 def launch_values(recipe, ctx: Context) -> dict:

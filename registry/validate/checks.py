@@ -7,16 +7,14 @@ has already accepted, so they never meet a string where a number belongs.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from registry import estimate as memory
-from registry.doc import MISSING, lookup
+from registry.doc import MISSING, PLACEHOLDER, lookup
 from registry.view import Section
 
 # What the command trainer fills in besides dotted recipe paths (registry/trainers/command.py).
 COMMAND_PLACEHOLDERS = ("output_dir", "world_size", "accelerate_config", "deepspeed_config")
-PLACEHOLDER = re.compile(r"\{([A-Za-z_][\w.]*)\}")
 
 
 @dataclass(frozen=True)

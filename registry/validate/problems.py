@@ -7,7 +7,7 @@ import re
 
 from jsonschema.exceptions import ValidationError, best_match
 
-from registry.doc import MISSING, join, lookup, origin_of
+from registry.doc import MISSING, PLACEHOLDER, join, lookup, origin_of
 from registry.errors import Problem
 
 # Structural keywords -> rule ids in messages.
@@ -29,7 +29,6 @@ _RULES = {
     "propertyNames": "key-name",
 }
 STRUCTURAL = frozenset(_RULES.values()) | {"schema"}  # rule ids of the structural keywords
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][\w.]*)\}")
 
 
 def from_error(error: ValidationError, doc: dict, origins: dict) -> list[Problem]:
@@ -101,7 +100,7 @@ def _fill(template: str, doc: dict) -> str:
         found = lookup(doc, match.group(1))
         return "unset" if found is MISSING else _show(found)
 
-    return _PLACEHOLDER.sub(value, template)
+    return PLACEHOLDER.sub(value, template)
 
 
 def _show(value) -> str:
