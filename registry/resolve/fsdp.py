@@ -51,6 +51,14 @@ def _version(doc) -> int:
     return field(doc, "backend.version")
 
 
+def _fsdp1(doc) -> bool:
+    return _version(doc) == 1
+
+
+def _fsdp2(doc) -> bool:
+    return _version(doc) == 2
+
+
 VERSION = Field("backend.version", "fsdp_version", to=int, back=int)
 # accelerate launch without fsdp_auto_wrap_policy wraps nothing
 WRAP = Field("backend.auto_wrap_policy", "fsdp_auto_wrap_policy", absent="NO_WRAP")
@@ -64,7 +72,7 @@ def _wraps(policy: str):
 
 
 def _wrapped_classes(names: list, doc) -> list:
-    if _version(doc) == 2:  # FSDP2 also wraps what only it needs wrapped
+    if _fsdp2(doc):  # FSDP2 also wraps what only it needs wrapped
         names += [c for c in field(doc, "policy.fsdp2_extra_block_classes") or [] if c not in names]
     return names
 
@@ -88,7 +96,7 @@ TABLE = Table(
         derive=lambda sharding, doc: field(doc, "backend.reshard_after_forward") or sharding,
         back=strategy,
         aliases=("fsdp_sharding_strategy",),
-        when=lambda doc: _version(doc) == 1,
+        when=_fsdp1,
         exclusive=True,
     ),
     Field(
@@ -97,19 +105,19 @@ TABLE = Table(
         to=bool,
         back=truth,
         absent=True,
-        when=lambda doc: _version(doc) == 1,
+        when=_fsdp1,
     ),
     Field(
         "backend.forward_prefetch",
         "fsdp_forward_prefetch",
         to=bool,
         back=truth,
-        when=lambda doc: _version(doc) == 1,
+        when=_fsdp1,
     ),
     Field(
         "backend.backward_prefetch",
         "fsdp_backward_prefetch",
-        when=lambda doc: _version(doc) == 1,
+        when=_fsdp1,
     ),
     Field(
         "backend.reshard_after_forward",
@@ -117,7 +125,7 @@ TABLE = Table(
         to=bool,
         back=truth,
         unset=True,
-        when=lambda doc: _version(doc) == 2,
+        when=_fsdp2,
         exclusive=True,
     ),
     Field(
