@@ -74,7 +74,8 @@ def untracked() -> set[str] | None:
     """Untracked and ignored files of the checkout, tools' caches left out; None outside git."""
     try:
         out = subprocess.run(
-            ["git", "status", "--porcelain", "-z", "--untracked-files=all", "--ignored", "--", ".", ":(exclude).venv"],
+            ["git", "status", "--porcelain", "-z", "--untracked-files=all", "--ignored", "--", "."]
+            + [":(exclude).venv", ":(exclude).venv-opentau"],
             cwd=ROOT,
             env=USER_ENV,
             capture_output=True,

@@ -44,7 +44,8 @@ def test_lerobot_accumulation_is_a_rule_at_validate_time():
     r = run_cli("validate", "act/ddp/8xA100", "train.gradient_accumulation_steps=2")
     assert r.returncode == Exit.INVALID
     assert r.stdout.startswith(
-        "command line: error[lerobot-no-accumulation] train.gradient_accumulation_steps: lerobot-train v0.6"
+        "command line: error[lerobot-no-accumulation] train.gradient_accumulation_steps: 2 would be dropped:"
+        " lerobot-train v0.6.1 cannot take it"
     )
 
 

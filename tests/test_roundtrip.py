@@ -36,10 +36,10 @@ CELLS = [
 
 
 def trainer_flags(script: str) -> list[str]:
-    """The trainer's flags on launch.sh's exec line: what follows the program."""
+    """The trainer's flags on launch.sh's exec line: what follows `-m <the training module>`."""
     argv = shlex.split(next(line for line in script.splitlines() if line.startswith("exec ")))
-    program = next(i for i, token in enumerate(argv) if token.startswith("$(command -v "))
-    return argv[program + 1 :]
+    module = next(i for i, token in enumerate(argv) if token.startswith("lerobot."))
+    return [token for token in argv[module + 1 :] if token != "$@"]  # launch.sh passes its own arguments on
 
 
 def test_every_importable_cell_is_covered(matrix):

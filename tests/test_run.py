@@ -1,5 +1,6 @@
 """`recipe run` against a stand-in trainer program: argv, environment, output, exit code, Ctrl-C."""
 
+import json
 import os
 import shutil
 import signal
@@ -114,7 +115,10 @@ def test_missing_trainer_program(tmp_path):
     env = {"PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}/usr/bin:/bin"}
     r = run_cli("run", "pi07/zero2/8xA100", "--allow-hardware-mismatch", "--output-dir", str(tmp_path / "run"), env=env)
     assert r.returncode == 127
-    assert "opentau-train not found on PATH (hint: pip install opentau" in r.stderr
+    assert (
+        "opentau-train not found on PATH (hint: python3.10 -m venv ENV && ENV/bin/pip install opentau==0.14.0"
+        in r.stderr
+    )
     assert "Traceback" not in r.stderr and not (tmp_path / "run").exists()
 
 
@@ -142,3 +146,122 @@ def test_machine_mismatch_rules():
     assert "H100" in mismatch(doc, [GPU("NVIDIA H100 80GB HBM3", 81559)] * 8)
     assert "MiB" in mismatch(doc, [GPU("NVIDIA A100-SXM4-40GB", 40960)] * 8)
     assert mismatch(compose("tiny/ddp/cpu").data, []) is None
+
+
+# --- the trainer's own environment (trainer.env) ------------------------------------------------
+
+STANDIN_TRAIN = """import json, os, sys
+out = os.environ["STANDIN_OUT"]
+rank = os.environ.get("RANK", "0")
+with open(os.path.join(out, f"rank-{rank}.json"), "w") as f:
+    json.dump({"python": sys.executable, "prefix": sys.prefix, "argv": sys.argv[1:], "env": dict(os.environ)}, f)
+os.makedirs("output/checkpoints/last/pretrained_model", exist_ok=True)  # what a resume reads back
+open("output/checkpoints/last/pretrained_model/train_config.json", "w").write("{}")
+print(f"stand-in lerobot rank {rank} in {sys.prefix}")
+"""
+
+
+def make_trainer_env(root: Path, version: str = "0.6.1") -> Path:
+    """A virtualenv of its own holding a stand-in `lerobot` (metadata and the training module);
+    accelerate and torch come from the registry's environment through a .pth file, so no
+    download is needed."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    site = next(root.glob("lib/python*/site-packages"))
+    ours = next(Path(sys.prefix).glob("lib/python*/site-packages"))
+    (site / "registry-deps.pth").write_text(f"{ours}\n")
+    package = site / "lerobot"
+    (package / "scripts").mkdir(parents=True)
+    (package / "__init__.py").write_text(f"__version__ = {version!r}\n")
+    (package / "scripts" / "__init__.py").write_text("")
+    (package / "scripts" / "lerobot_train.py").write_text(STANDIN_TRAIN)
+    info = site / f"lerobot-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: lerobot\nVersion: {version}\n")
+    return root
+
+
+def test_trainer_env_runs_the_ranks_in_that_environment(tmp_path):
+    env_dir = make_trainer_env(tmp_path / "lerobot-env")
+    out = tmp_path / "out"
+    out.mkdir()
+    run_dir = tmp_path / "run"
+    r = run_cli(
+        "run",
+        "act/ddp/cpu",
+        "hardware.processes_per_node=1",
+        f"trainer.env={env_dir}",
+        "train.steps=3",
+        "--output-dir",
+        str(run_dir),
+        env={"STANDIN_OUT": str(out)},
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    ranks = [json.loads(p.read_text()) for p in sorted(out.glob("rank-*.json"))]
+    assert len(ranks) == 1  # lerobot-train runs one process on a CPU host (cpu-one-process)
+    for rank in ranks:
+        assert rank["python"] == str(env_dir / "bin" / "python") and rank["prefix"] == str(env_dir)
+        assert "--steps=3" in rank["argv"] and "--use_policy_training_preset=false" in rank["argv"]
+    assert "warning" not in r.stderr  # 0.6.1 is the proven version
+    assert f"{env_dir}/bin/python -m accelerate.commands.launch" in (run_dir / "launch.sh").read_text()
+
+    for p in out.glob("rank-*.json"):
+        p.unlink()
+    again = run_cli(
+        "run",
+        "act/ddp/cpu",
+        "hardware.processes_per_node=1",
+        f"trainer.env={env_dir}",
+        "train.steps=3",
+        "--resume",
+        str(run_dir),
+        env={"STANDIN_OUT": str(out)},
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr
+    (resumed,) = [json.loads(p.read_text()) for p in out.glob("rank-*.json")]
+    assert resumed["argv"][-2:] == [
+        "--resume=true",
+        "--config_path=output/checkpoints/last/pretrained_model/train_config.json",
+    ]
+
+
+def test_trainer_env_outside_the_proven_versions_warns(tmp_path):
+    env_dir = make_trainer_env(tmp_path / "lerobot-env", version="0.8.0")
+    out = tmp_path / "out"
+    out.mkdir()
+    r = run_cli(
+        "run",
+        "act/ddp/cpu",
+        "hardware.processes_per_node=1",
+        f"trainer.env={env_dir}",
+        "--output-dir",
+        str(tmp_path / "run"),
+        env={"STANDIN_OUT": str(out)},
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "lerobot 0.8.0 in trainer.env" in r.stderr and "proven against (>= 0.6.1, < 0.7)" in r.stderr
+
+
+@pytest.mark.parametrize("case", ["missing", "without-lerobot", "registry-python"])
+def test_a_trainer_environment_that_cannot_run_it_fails_before_launch(tmp_path, case):
+    args = ["run", "act/ddp/cpu", "hardware.processes_per_node=1", "--output-dir", str(tmp_path / "run")]
+    env = None
+    if case == "missing":
+        args.append(f"trainer.env={tmp_path / 'nowhere'}")
+        expected = f"trainer.env {tmp_path / 'nowhere'}: no Python at {tmp_path / 'nowhere'}/bin/python"
+    elif case == "without-lerobot":
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "empty")], check=True)
+        args.append(f"trainer.env={tmp_path / 'empty'}")
+        expected = f"trainer.env {tmp_path / 'empty'} ({tmp_path / 'empty'}/bin/python, Python"
+    else:  # no trainer.env: accelerate on PATH is the registry's, which has no LeRobot
+        env = {"PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}/usr/bin:/bin"}
+        expected = "the Python behind accelerate"
+    r = run_cli(*args, env=env)
+    assert r.returncode == 127, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0]
+    assert "has no lerobot" in lines[0] or "no Python" in lines[0]
+    assert "pip install 'lerobot==0.6.1'" in lines[0] and "Traceback" not in r.stderr
+    assert not (tmp_path / "run").exists()

@@ -32,6 +32,10 @@ class Bundle:
     program: str
     install_hint: str
     same_python: bool = False
+    package: str | None = None  # what the trainer's Python must hold (run/environment.py)
+    proven: tuple[str, str] | None = None
+    python: str | None = None
+    resume_args: tuple[str, ...] | None = None  # for launch.sh, when recipe run --resume
 
 
 def resolve(recipe: Recipe) -> Bundle:
@@ -53,4 +57,14 @@ def resolve(recipe: Recipe) -> Bundle:
     if view.of(doc).launch.launcher == "slurm":
         files[launch.SBATCH] = launch.sbatch(doc)
     files[LOCK] = lock(recipe, files)
-    return Bundle(files, launch.command_line(doc, inv), inv.program, inv.install_hint, inv.same_python)
+    return Bundle(
+        files,
+        launch.command_line(doc, inv),
+        inv.program,
+        inv.install_hint,
+        inv.same_python,
+        inv.package,
+        inv.proven,
+        inv.python,
+        inv.resume_args,
+    )

@@ -3,7 +3,9 @@ value shell-quoted), and `slurm.sbatch` for multi-node runs under Slurm."""
 
 from __future__ import annotations
 
+import os
 import shlex
+from pathlib import Path
 
 from registry import __version__, view
 from registry.topology import nodes, processes_per_node
@@ -12,6 +14,8 @@ from registry.trainers.base import Context, Invocation, Raw
 SCRIPT = "launch.sh"
 SBATCH = "slurm.sbatch"
 NODE_CONFIG = Raw('accelerate.node-"${MACHINE_RANK}".yaml')
+# what the launch reads besides the accelerate yaml's and DeepSpeed JSON's tables (resolve/fields.py)
+READS = ("hardware", "launch", "env", "trainer.env")
 
 
 def launcher(doc: dict) -> str:
@@ -30,9 +34,21 @@ def launcher(doc: dict) -> str:
     return "accelerate"
 
 
+def trainer_python(doc) -> str | None:
+    """The interpreter of trainer.env, absolute: a virtualenv's bin/python, or the interpreter it
+    names. A relative path is taken from where resolve runs (the run folder is elsewhere)."""
+    env = view.of(doc).trainer.env
+    if not env:
+        return None
+    path = Path(os.path.abspath(os.path.expanduser(env)))
+    interpreter = path.is_file() or (not path.exists() and path.name.startswith("python"))
+    return str(path if interpreter else path / "bin" / "python")
+
+
 def context(doc) -> Context:
     count = nodes(doc)
-    return Context(launcher(doc), NODE_CONFIG if count > 1 else "accelerate.yaml", count, processes_per_node(doc))
+    config = NODE_CONFIG if count > 1 else "accelerate.yaml"
+    return Context(launcher(doc), config, count, processes_per_node(doc), trainer_python(doc))
 
 
 def render(argv: list) -> str:
@@ -55,6 +71,9 @@ def script(doc: dict, inv: Invocation) -> str:
     ]
     for key, value in recipe.env.items():
         lines.append(f"export {key}={shlex.quote(str(value))}")
+    python = trainer_python(recipe)
+    if python:
+        lines.append(f'export PATH={shlex.quote(os.path.dirname(python))}:"$PATH"  # the trainer\'s environment')
     if nodes(recipe) > 1:
         ip = launch.get("main_process_ip") or "127.0.0.1"
         lines += [
@@ -79,7 +98,8 @@ def script(doc: dict, inv: Invocation) -> str:
         f"  echo {shlex.quote(f'launch.sh: {inv.program} not found on PATH (hint: {inv.install_hint})')} >&2",
         "  exit 127",
         "fi",
-        "exec " + render(inv.argv),
+        "# arguments given to launch.sh go to the trainer (recipe run --resume passes LeRobot's)",
+        "exec " + render(inv.argv) + ' "$@"',
     ]
     return "\n".join(lines) + "\n"
 

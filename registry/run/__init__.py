@@ -16,10 +16,11 @@ from registry.compose import Recipe, compose
 from registry.errors import Exit, RecipeError
 from registry.files import write_atomic
 from registry.resolve import Bundle, resolve
-from registry.run import machine
+from registry.run import environment, machine
 from registry.run.supervise import supervise
 from registry.topology import nodes
 from registry.train import RESUME
+from registry.trainers import lerobot
 from registry.validate import validate
 
 
@@ -62,6 +63,8 @@ def launch_env(bundle: Bundle) -> dict[str, str]:
     env = dict(os.environ)
     if bundle.same_python:
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    elif bundle.python:  # launch.sh does the same: the trainer's environment first
+        env["PATH"] = os.pathsep.join([str(Path(bundle.python).parent), env.get("PATH", "")])
     return env
 
 
@@ -98,30 +101,44 @@ def run(
             f"{why} (hint: run on matching hardware, swap it with hardware=..., or pass --allow-hardware-mismatch)", 1
         )
     env = launch_env(bundle)
-    if not find_program(bundle.program, env):
+    trainer_env = view.of(recipe.data).trainer.env
+    if not bundle.python and not find_program(bundle.program, env):
         raise RecipeError(f"{bundle.program} not found on PATH (hint: {bundle.install_hint})", Exit.NOT_FOUND)
+    environment.report(environment.check(bundle, env, trainer_env))
+    if bundle.python and not find_program(bundle.program, env):
+        raise RecipeError(
+            f"trainer.env {trainer_env}: no {bundle.program} (hint: {bundle.install_hint})", Exit.NOT_FOUND
+        )
+    command = ["bash", "launch.sh"]
     if resume is not None:
         folder = _resumable(recipe, bundle, resume)
-        env[RESUME] = "checkpoints/last"
+        env[RESUME] = "checkpoints/last"  # the built-in trainer reads it; LeRobot takes its flags
+        command += list(bundle.resume_args or ())
         print(f"recipe: resuming {recipe.name} in {folder}", file=sys.stderr)
     else:
         folder = fresh_run_dir(recipe, output_dir)
         write_bundle(bundle, folder)
         print(f"recipe: {recipe.name} in {folder}", file=sys.stderr)
-    return supervise([(["bash", "launch.sh"], node_env) for node_env in _local_nodes(recipe.data, env)], folder)
+    return supervise([(command, node_env) for node_env in _local_nodes(recipe.data, env)], folder)
+
+
+# where each trainer leaves what a resume reads
+_LAST_STATE = {"builtin": "checkpoints/last/trainer_state.json", "lerobot": lerobot.RESUME_CONFIG}
 
 
 def _resumable(recipe: Recipe, bundle: Bundle, where: str) -> Path:
-    if recipe.data["trainer"]["kind"] != "builtin":
+    kind = recipe.data["trainer"]["kind"]
+    if kind not in _LAST_STATE:
         raise RecipeError(
-            "--resume drives the built-in trainer; resume other trainers with their own flags (opentau: --resume=true)"
+            f"--resume drives the built-in and LeRobot trainers; resume {kind} with its own flags"
+            " (opentau: trainer.opentau.config.resume=true in a new run)"
         )
     folder = Path(where) if where else _latest_run(recipe)
     lock_file = folder / "recipe.lock.yaml"
     if not lock_file.is_file():
         raise RecipeError(f"{folder}: not a run directory (no recipe.lock.yaml)")
-    if not (folder / "checkpoints" / "last" / "trainer_state.json").is_file():
-        raise RecipeError(f"{folder}: no checkpoint to resume from (checkpoints/last)")
+    if not (folder / _LAST_STATE[kind]).is_file():
+        raise RecipeError(f"{folder}: no checkpoint to resume from ({_LAST_STATE[kind]})")
     if yaml.safe_load(lock_file.read_text())["resolved"] != recipe.data:
         raise RecipeError(
             f"{folder}: the recipe resolves differently from when this run started (hint: pass the same name and overrides)"

@@ -41,6 +41,16 @@ def make_accelerator(doc: dict):
     return Accelerator(kwargs_handlers=handlers, **kwargs)
 
 
+def make_optimizer(model: torch.nn.Module, opt) -> torch.optim.Optimizer:
+    """train.optimizer as torch builds it; SGD has no betas or eps (the sgd-not-applicable rule)."""
+    common = {"lr": float(opt.lr), "weight_decay": float(opt.weight_decay)}
+    if opt.type == "sgd":
+        return torch.optim.SGD(model.parameters(), **common)
+    adam = {"betas": tuple(float(b) for b in opt.betas), "eps": float(opt.eps)}
+    kind = torch.optim.AdamW if opt.type == "adamw" else torch.optim.Adam
+    return kind(model.parameters(), **common, **adam)
+
+
 def schedule(doc):
     train = view.of(doc).train
     steps = train.steps
@@ -103,14 +113,7 @@ def start(doc: dict, run_dir: Path) -> Session:
             sample = data.batch(torch.arange(1))
             model(sample["images"].cpu(), sample["state"].cpu())
     param_numel = sum(p.numel() for p in model.parameters())
-    opt = train_cfg.optimizer
-    optimizer = torch.optim.AdamW(
-        model.parameters(),
-        lr=float(opt.lr),
-        betas=tuple(float(b) for b in opt.betas),
-        eps=float(opt.eps),
-        weight_decay=float(opt.weight_decay),
-    )
+    optimizer = make_optimizer(model, train_cfg.optimizer)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule(doc))
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
 

@@ -22,12 +22,19 @@ class Context:
     accelerate_config: str | Raw  # the yaml to pass (per node when several)
     nodes: int
     processes_per_node: int
+    # the trainer's own interpreter (trainer.env): its accelerate/torchrun start the ranks, so they
+    # run in that environment; None: the launchers found on PATH (docs/failure-modes.md §27)
+    python: str | None = None
+
+    def _start(self, command: str, module: str) -> list:
+        return [self.python, "-m", module] if self.python else [command]
 
     def torchrun(self) -> list:
+        start = self._start("torchrun", "torch.distributed.run")
         if self.nodes == 1:
-            return ["torchrun", "--standalone", f"--nproc-per-node={self.processes_per_node}"]
+            return [*start, "--standalone", f"--nproc-per-node={self.processes_per_node}"]
         return [
-            "torchrun",
+            *start,
             f"--nproc-per-node={self.processes_per_node}",
             f"--nnodes={self.nodes}",
             "--node-rank",
@@ -40,19 +47,27 @@ class Context:
         ]
 
     def accelerate(self) -> list:
-        return ["accelerate", "launch", "--config_file", self.accelerate_config]
+        start = self._start("accelerate", "accelerate.commands.launch")
+        return [*start, *([] if self.python else ["launch"]), "--config_file", self.accelerate_config]
 
 
 @dataclass(frozen=True)
 class Invocation:
     argv: list  # str | Raw
-    program: str  # must be on PATH
+    program: str  # must be on PATH (or a path)
     install_hint: str
     files: dict[str, str] = field(default_factory=dict)  # the trainer's own config files
     uses_accelerate_config: bool = True
     # runs in the interpreter that runs `recipe` (its bin/ first on PATH); other trainers keep
     # their own environments (OpenTau and LeRobot cannot share one, docs/failure-modes.md §27)
     same_python: bool = False
+    # the trainer's package: `recipe run` checks, before launch, that the Python running the
+    # trainer has it, and warns outside the versions the adapter was proven against
+    package: str | None = None
+    proven: tuple[str, str] | None = None  # (lowest proven, first version not proven)
+    python: str | None = None  # that Python; None: the one behind `program`
+    # what `recipe run --resume` adds to the trainer's command line (None: no resume through it)
+    resume_args: tuple[str, ...] | None = None
 
 
 def flag_value(value) -> str:

@@ -7,6 +7,29 @@ import json
 from registry.trainers.base import Context, Invocation
 
 CONFIG = "train_config.json"
+# What registry/train reads of the recipe (resolve/fields.py; tests/test_fields.py traces it).
+READS = (
+    "policy.arch",
+    "policy.chunk_size",
+    "policy.n_obs_steps",
+    "policy.gradient_checkpointing",
+    "dataset.num_cams",
+    "dataset.synthetic",
+    "train.micro_batch_size",
+    "train.gradient_accumulation_steps",
+    "train.steps",
+    "train.seed",
+    "train.optimizer",
+    "train.scheduler",
+    "train.checkpoint.every",
+    "train.checkpoint.consolidated",
+    "train.checkpoint.resumable",
+    "train.log_every",
+    "trainer.builtin",
+    "backend.kind",
+    "backend.mixed_precision",
+    "hardware.gpu",
+)
 
 
 def invocation(doc: dict, ctx: Context) -> Invocation:

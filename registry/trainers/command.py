@@ -11,6 +11,10 @@ from registry.doc import PLACEHOLDER, lookup
 from registry.topology import world_size
 from registry.trainers.base import Context, Invocation, flag_value
 
+# The program is given the values its {placeholders} name, and reads the rest from the resolved
+# recipe ({recipe_lock}); other trainers' options and the run folder are not its (resolve/fields.py).
+READS = ("policy", "dataset", "train", "trainer.command", "trainer.env")
+
 
 def launch_values(recipe, ctx: Context) -> dict:
     """What a placeholder may name besides recipe paths (validate.checks.COMMAND_PLACEHOLDERS)."""
@@ -19,6 +23,7 @@ def launch_values(recipe, ctx: Context) -> dict:
         "world_size": world_size(recipe),
         "accelerate_config": ctx.accelerate_config,
         "deepspeed_config": "deepspeed.json",
+        "recipe_lock": "recipe.lock.yaml",
     }
 
 
@@ -39,8 +44,10 @@ def invocation(doc, ctx: Context) -> Invocation:
     args = [fill(a, recipe, known) for a in recipe.trainer.command.args or ()]
     python = program.endswith(".py")
     launch = ctx.accelerate() + ([] if python else ["--no_python"])
+    starter = ctx.python or "accelerate"
     return Invocation(
         launch + [program] + args,
-        program if not python else "accelerate",
+        program if not python else starter,
         f"put {program} on PATH" if not python else "pip install accelerate",
+        python=ctx.python,
     )

@@ -13,10 +13,20 @@ import shlex
 from registry import view
 from registry.errors import RecipeError
 from registry.topology import world_size
-from registry.trainers.base import Context, Invocation, Raw
+from registry.trainers.base import Context, Invocation
 from registry.trainers.mapping import Computed, Const, Extra, Field, Reader, Rest, Table, field, write_flags
 
-HINT = "pip install 'lerobot[training]' (Python >= 3.12), in an environment of its own"
+PACKAGE = "lerobot"
+PROVEN = ("0.6.1", "0.7")  # proven against 0.6.1 (benchmarks/results/trainers_gpu.md)
+HINT = (
+    "python3.12 -m venv ENV && ENV/bin/pip install 'lerobot==0.6.1', then set trainer.env=ENV"
+    "; LeRobot needs Python >= 3.12, so it needs an environment of its own"
+)
+# the config LeRobot saved with its last checkpoint; resuming reads it back (--config_path)
+LAST = "output/checkpoints/last"
+RESUME_CONFIG = f"{LAST}/pretrained_model/train_config.json"
+# read by the invocation besides TABLE (resolve/fields.py)
+READS = ("trainer.lerobot.module", "trainer.lerobot.api", "trainer.env")
 
 
 def _given(path: str):
@@ -41,20 +51,112 @@ def _classes(text: str) -> list[str]:
     return [c.strip() for c in text.split(",") if c.strip()]
 
 
+# Which LeRobot v0.6.1 policy configs have each option (policies/*/configuration_*.py); for the
+# others the lerobot-policy-* rules make setting it an error instead of a dropped flag.
+HAS = {
+    "dtype": ("pi0", "pi05"),
+    "gradient_checkpointing": ("diffusion", "pi0", "pi05"),
+    "compile_model": ("diffusion", "smolvla", "pi0", "pi05"),
+    "freeze": ("smolvla", "pi0", "pi05"),
+}
+# the scheduler types a recipe names -> LeRobot's
+SCHEDULERS = {"constant": "constant_with_warmup", "cosine_decay_with_warmup": "cosine_decay_with_warmup"}
+_PRESET = (
+    "the recipe sets the optimizer and scheduler itself (train.optimizer, train.scheduler); the bundled"
+    " policy parts hold LeRobot's preset values"
+)
+
+
+def _policy(*types: str):
+    return lambda doc: field(doc, "policy.type") in types
+
+
+def _not_policy(*types: str):
+    return lambda doc: field(doc, "policy.type") not in types
+
+
+def _cosine(doc) -> bool:
+    return field(doc, "train.scheduler.type") == "cosine_decay_with_warmup"
+
+
+def _adam(doc) -> bool:
+    return field(doc, "train.optimizer.type") != "sgd"  # SGD has no betas or eps
+
+
+def _scheduler(name: str):
+    return {v: k for k, v in SCHEDULERS.items()}.get(name, name)
+
+
 TABLE = Table(
     Field("policy.type", "policy.type", back=str),
-    *(Field(f"policy.{k}", f"policy.{k}") for k in ("n_obs_steps", "chunk_size", "n_action_steps")),
+    Field("policy.n_obs_steps", "policy.n_obs_steps"),
+    # diffusion calls its action chunk the horizon
+    Field("policy.chunk_size", "policy.chunk_size", when=_not_policy("diffusion"), exclusive=True),
+    Field("policy.chunk_size", "policy.horizon", when=_policy("diffusion"), exclusive=True),
+    Field("policy.n_action_steps", "policy.n_action_steps"),
     Field("policy.pretrained_path", "policy.pretrained_path", back=str),
+    # pi0 and pi05 build their Accelerator's precision from dtype (lerobot-pi-precision)
+    Field(
+        "policy.dtype",
+        "policy.dtype",
+        when=lambda doc: _policy(*HAS["dtype"])(doc) and field(doc, "policy.dtype") != "auto",
+        back=str,
+        exclusive=True,
+    ),
+    Field(
+        "policy.gradient_checkpointing",
+        "policy.gradient_checkpointing",
+        when=_policy(*HAS["gradient_checkpointing"]),
+        exclusive=True,
+    ),
+    Field("policy.use_torch_compile", "policy.compile_model", when=_policy(*HAS["compile_model"]), exclusive=True),
+    Field("policy.freeze_vision_encoder", "policy.freeze_vision_encoder", when=_policy(*HAS["freeze"]), exclusive=True),
+    Field("policy.train_expert_only", "policy.train_expert_only", when=_policy(*HAS["freeze"]), exclusive=True),
+    Field(
+        "policy.resize_imgs_with_padding", "policy.resize_imgs_with_padding", when=_policy("smolvla"), exclusive=True
+    ),
+    Field("policy.resize_imgs_with_padding", "policy.image_resolution", when=_policy("pi0", "pi05"), exclusive=True),
     Extra("policy.options", "policy."),
     Field("dataset.repo_id", "dataset.repo_id", back=str, when=_given("dataset.repo_id")),
     Field("dataset.root", "dataset.root", back=str, when=_given("dataset.root")),
+    Field("dataset.revision", "dataset.revision", back=str, when=_given("dataset.revision")),
+    Field("dataset.episodes", "dataset.episodes", when=_given("dataset.episodes")),
     Extra("dataset.options", "dataset."),
     Field("train.micro_batch_size", "batch_size"),  # per process
     Field("train.steps", "steps"),
     Field("train.seed", "seed"),
+    Const("save_checkpoint", True),
     Field("train.checkpoint.every", "save_freq", derive=lambda every, doc: every or field(doc, "train.steps")),
     Field("train.log_every", "log_freq"),
     Field("train.num_workers", "num_workers"),
+    Field("train.prefetch_factor", "prefetch_factor", when=_given("train.prefetch_factor")),
+    # LeRobot ignores every --optimizer.* flag while its policy preset is on (docs/failure-modes.md §31)
+    Const("use_policy_training_preset", False, why=_PRESET),
+    Field("train.optimizer.type", "optimizer.type", back=str),
+    Field("train.optimizer.lr", "optimizer.lr"),
+    Field("train.optimizer.weight_decay", "optimizer.weight_decay"),
+    Field("train.optimizer.betas", "optimizer.betas", when=_adam),
+    Field("train.optimizer.eps", "optimizer.eps", when=_adam),
+    # LeRobot clips whenever grad_clip_norm > 0: 0 is how it spells "no clipping"
+    Field("train.optimizer.grad_clip_norm", "optimizer.grad_clip_norm", unset=0, null=False),
+    Field("train.scheduler.type", "scheduler.type", to=lambda kind: SCHEDULERS.get(kind, kind), back=_scheduler),
+    Field("train.scheduler.warmup_steps", "scheduler.num_warmup_steps"),
+    Field(
+        "train.scheduler.decay_steps",
+        "scheduler.num_decay_steps",
+        derive=lambda steps, doc: steps or field(doc, "train.steps"),
+        when=_cosine,
+    ),
+    # LeRobot scales from optimizer.lr and uses decay_lr / peak_lr as the floor, as the built-in loop does
+    Field(
+        "train.scheduler.peak_lr",
+        "scheduler.peak_lr",
+        derive=lambda lr, doc: lr or field(doc, "train.optimizer.lr"),
+        when=_cosine,
+    ),
+    Field("train.scheduler.decay_lr", "scheduler.decay_lr", when=_cosine),
+    Field("train.eval.every", "env_eval_freq", when=_given("train.eval.every")),
+    Field("train.eval.env", "env.type", back=str, when=_given("train.eval.env")),
     Const("output_dir", "output", why="each run writes under its own directory"),
     Field("trainer.lerobot.wandb", "wandb.enable", back=_bool),
     Field("trainer.lerobot.job_name", "job_name", back=str, when=_given("trainer.lerobot.job_name")),
@@ -94,13 +196,23 @@ def flags(doc: dict) -> list[str]:
 
 
 def invocation(doc: dict, ctx: Context) -> Invocation:
-    """The rules lerobot-no-deepspeed and lerobot-no-accumulation have held before this runs."""
+    """`python -m` the training module under the trainer environment's accelerate (or torchrun),
+    so every rank runs in the Python that has LeRobot. The rules lerobot-no-deepspeed and
+    lerobot-no-accumulation have held before this runs."""
     recipe = view.of(doc)
-    program = recipe.trainer.lerobot.program
-    script = Raw(f'"$(command -v {program})"')
-    if recipe.trainer.lerobot.api == "parallelism":
-        return Invocation(ctx.torchrun() + [script] + flags(doc), program, HINT, uses_accelerate_config=False)
-    return Invocation(ctx.accelerate() + [script] + flags(doc), program, HINT)
+    entry = ["-m", recipe.trainer.lerobot.module]
+    parallelism = recipe.trainer.lerobot.api == "parallelism"
+    start = ctx.torchrun() if parallelism else ctx.accelerate()
+    return Invocation(
+        start + entry + flags(doc),
+        ctx.python or start[0],
+        HINT,
+        uses_accelerate_config=not parallelism,
+        package=PACKAGE,
+        proven=PROVEN,
+        python=ctx.python,
+        resume_args=("--resume=true", f"--config_path={RESUME_CONFIG}"),
+    )
 
 
 def parse(args: str) -> dict[str, str]:

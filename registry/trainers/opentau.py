@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from registry import view
-from registry.doc import lookup
+from registry.doc import MISSING, lookup
 from registry.errors import Exit, RecipeError
 from registry.trainers.base import Context, Invocation, Raw
 from registry.trainers.mapping import (
@@ -31,7 +31,14 @@ from registry.trainers.mapping import (
 )
 
 CONFIG = "opentau.json"
-HINT = "pip install opentau (Python 3.10, transformers>=4.57,<4.58), in an environment of its own"
+PACKAGE = "opentau"
+PROVEN = ("0.14.0", "0.15")  # its parser and validate() accept what TABLE writes (tests/test_opentau_upstream.py)
+HINT = (
+    "python3.10 -m venv ENV && ENV/bin/pip install opentau==0.14.0, then set trainer.env=ENV"
+    "; OpenTau pins Python 3.10 and transformers 4.57, so it needs an environment of its own"
+)
+# read by the invocation besides TABLE (resolve/fields.py)
+READS = ("trainer.opentau.program", "trainer.env")
 # policy.type -> the policy part an imported recipe extends
 PARTS = {"pi07_low_level": "pi07", "pi05": "pi05"}
 # policies whose vlm_config (Gemma3WithExpertConfig) has disable_internal_bf16_cast: OpenTau's
@@ -68,6 +75,22 @@ def _steps(doc) -> int:
     return field(doc, "train.steps")
 
 
+def _stated(path: str):
+    return lambda doc: lookup(doc, path) not in (MISSING, None)
+
+
+def _option(name: str):
+    return _stated(f"policy.options.{name}")
+
+
+def _keep(last_only):
+    return 1 if last_only is True else MISSING
+
+
+def _adam(doc) -> bool:
+    return field(doc, "train.optimizer.type") != "sgd"  # SGD has no betas or eps
+
+
 def _batch(doc) -> int:
     return field(doc, "train.micro_batch_size") * field(doc, "train.gradient_accumulation_steps")
 
@@ -88,28 +111,33 @@ TABLE = Table(
     Const("output_dir", "output", why="each run writes under its own directory"),
     Const("resume", False),
     Field("train.seed", "seed"),
+    # the pipeline-level values overwrite the policy's at parse (docs/failure-modes.md §31)
+    Field("policy.chunk_size", "action_chunk"),
+    *(Field(f"policy.options.{k}", k, when=_option(k), exclusive=True) for k in ("max_state_dim", "max_action_dim")),
     Field("dataset.resolution", "resolution"),
     Field("dataset.num_cams", "num_cams"),
     Field("train.loss_weights", "loss_weighting"),
     Field("train.num_workers", "num_workers"),
     # OpenTau checks batch_size == dataloader_batch_size x gradient_accumulation_steps (docs/failure-modes.md §3)
+    Field("train.batch_size", "batch_size", when=_stated("train.batch_size"), exclusive=True),
     Computed(
         "batch_size",
         _batch,
         reads=("train.micro_batch_size", "train.gradient_accumulation_steps"),
         what="train.micro_batch_size x train.gradient_accumulation_steps",
+        when=lambda doc: not _stated("train.batch_size")(doc),
     ),
     Field("train.micro_batch_size", "dataloader_batch_size"),
     Field("train.gradient_accumulation_steps", "gradient_accumulation_steps"),
     Field("train.steps", "steps"),
     Field("train.log_every", "log_freq"),
     Const("save_checkpoint", True),
+    # OpenTau keeps only the last checkpoint unless told otherwise
+    Field("train.checkpoint.keep", "last_checkpoint_only", to=lambda keep: keep == 1, unset=False, back=_keep),
     Field("train.checkpoint.every", "save_freq", derive=lambda every, doc: every or _steps(doc)),
     Field("train.optimizer.type", "optimizer.type"),
-    *(
-        Field(f"train.optimizer.{k}", f"optimizer.{k}", null=True)
-        for k in ("lr", "weight_decay", "grad_clip_norm", "betas", "eps")
-    ),
+    *(Field(f"train.optimizer.{k}", f"optimizer.{k}", null=True) for k in ("lr", "weight_decay", "grad_clip_norm")),
+    *(Field(f"train.optimizer.{k}", f"optimizer.{k}", null=True, when=_adam) for k in ("betas", "eps")),
     Field("train.scheduler.type", "scheduler.type"),
     Field("train.scheduler.warmup_steps", "scheduler.num_warmup_steps"),
     Field("train.scheduler.decay_steps", "scheduler.num_decay_steps", derive=lambda steps, doc: steps or _steps(doc)),
@@ -120,6 +148,8 @@ TABLE = Table(
     ),
     Field("train.scheduler.decay_lr", "scheduler.decay_lr"),
     Const("wandb", {"enable": False}),
+    Field("train.eval.every", "eval_freq", when=_stated("train.eval.every")),
+    Field("train.eval.env", "env.type", when=_stated("train.eval.env")),
     Field("train.prefetch_factor", "prefetch_factor", when=lambda doc: bool(field(doc, "train.prefetch_factor"))),
     Extra("trainer.opentau.config", mode="deep"),  # extra TrainPipelineConfig fields, merged last
 )
@@ -130,11 +160,23 @@ def train_config(doc: dict) -> dict:
 
 
 def invocation(doc: dict, ctx: Context) -> Invocation:
+    """opentau-train from the trainer's environment when trainer.env names one (launch.sh puts
+    its bin/ first on PATH, so the accelerate it starts is that environment's too)."""
     program = view.of(doc).trainer.opentau.program
+    if ctx.python and "/" not in program:
+        program = str(Path(ctx.python).parent / program)
     config = ctx.accelerate_config
     flag = Raw(f"--accelerate-config={config}") if isinstance(config, Raw) else f"--accelerate-config={config}"
     files = {CONFIG: json.dumps(train_config(doc), indent=2) + "\n"}
-    return Invocation([program, flag, f"--config_path={CONFIG}"], program, HINT, files)
+    return Invocation(
+        [program, flag, f"--config_path={CONFIG}"],
+        program,
+        HINT,
+        files,
+        package=PACKAGE,
+        proven=PROVEN,
+        python=ctx.python,
+    )
 
 
 def import_config(path: Path, recipe: dict, notes: list[str]) -> str | None:

@@ -7,7 +7,7 @@ import sys
 
 from registry import view
 from registry.errors import Exit, Problem, RecipeError
-from registry.validate.keywords import computed
+from registry.validate.keywords import applies, computed
 from registry.validate.problems import STRUCTURAL, from_error
 from registry.validate.schemas import CATALOG, RESOLVED, ROOT, computed_rules, validator
 from registry.view import Section
@@ -49,4 +49,10 @@ def typed(data: dict, origins: dict, name: str) -> Section:
     return view.of(data)
 
 
-__all__ = ["CATALOG", "RESOLVED", "ROOT", "Problem", "typed", "validate"]
+def applicable_rules(data: dict, compute: str) -> list[dict]:
+    """The computed rules of one kind (`"compute": NAME`) whose `when` holds for a document."""
+    check = validator(RESOLVED)
+    return [rule for rule in computed_rules() if rule["compute"] == compute and applies(check, rule, data)]
+
+
+__all__ = ["CATALOG", "RESOLVED", "ROOT", "Problem", "applicable_rules", "typed", "validate"]

@@ -7,14 +7,19 @@ has already accepted, so they never meet a string where a number belongs.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 
 from registry import estimate as memory
-from registry.doc import MISSING, PLACEHOLDER, lookup
+from registry import view
+from registry.doc import MISSING, PLACEHOLDER, lookup, split
+from registry.files import RECIPES_DIR
 from registry.view import Section
 
 # What the command trainer fills in besides dotted recipe paths (registry/trainers/command.py).
-COMMAND_PLACEHOLDERS = ("output_dir", "world_size", "accelerate_config", "deepspeed_config")
+COMMAND_PLACEHOLDERS = ("output_dir", "world_size", "accelerate_config", "deepspeed_config", "recipe_lock")
 
 
 @dataclass(frozen=True)
@@ -23,11 +28,14 @@ class Finding:
     path: tuple
     message: str
 
+    hint: str = ""
+
     def rule_fields(self) -> dict:
-        return {"severity": self.severity, "message": self.message}
+        found = {"severity": self.severity, "message": self.message}
+        return {**found, "hint": self.hint} if self.hint else found
 
 
-def memory_fit(recipe: Section) -> list[Finding]:
+def memory_fit(recipe: Section, rule: dict) -> list[Finding]:
     est = memory.estimate(recipe)
     if est is None:
         return []
@@ -44,7 +52,7 @@ def memory_fit(recipe: Section) -> list[Finding]:
     return []
 
 
-def command_placeholders(recipe: Section) -> list[Finding]:
+def command_placeholders(recipe: Section, rule: dict) -> list[Finding]:
     """Every {placeholder} in trainer.command.args names a recipe value or a launch value."""
     findings = []
     for i, template in enumerate(recipe.trainer.command.args or ()):
@@ -55,8 +63,57 @@ def command_placeholders(recipe: Section) -> list[Finding]:
     return findings
 
 
-CHECKS = {"memory-fit": memory_fit, "command-placeholders": command_placeholders}
+@cache
+def _defaults() -> Section:
+    from registry.load import load_cached
+
+    return view.of(load_cached(RECIPES_DIR / "base.yaml").data)
 
 
-def run(name: str, recipe: Section) -> list[Finding]:
-    return CHECKS[name](recipe)
+def default(path: tuple):
+    """What a field holds when no part sets it: base.yaml's value, else the schema's default, else None."""
+    node = _defaults()
+    for key in path:
+        if isinstance(node, Section) and isinstance(key, str):
+            try:
+                node = getattr(node, key)
+            except AttributeError:
+                return None  # below a free-form mapping: nothing is set by default
+        elif isinstance(node, tuple) and isinstance(key, int) and key < len(node):
+            node = node[key]
+        else:
+            return None
+    return view.plain(node)
+
+
+def changed(value, path: tuple) -> list[tuple[tuple, object]]:
+    """(path, value) for each value at or under `path` that differs from its default; mappings are
+    walked, a list counts as one value."""
+    if isinstance(value, Mapping) and value:
+        return [found for key, item in value.items() for found in changed(item, (*path, key))]
+    value = view.plain(value)
+    if value is MISSING or value is None or value == {} or value == default(path):
+        return []
+    return [(path, value)]
+
+
+def not_applicable(recipe: Section, rule: dict) -> list[Finding]:
+    """Fields the trainer named by the rule has no counterpart for, set away from their defaults:
+    they would be dropped without a word (docs/failure-modes.md §31). `rule.fields` maps each
+    dotted path to the reason."""
+    findings = []
+    for dotted, why in rule["fields"].items():
+        for path, value in changed(lookup(recipe, dotted), split(dotted)):
+            shown = value if isinstance(value, str) else json.dumps(value)
+            dflt = default(path)
+            hint = rule["hint"] + ("" if dflt is None else f"; its default is {dflt!r}")
+            message = f"{shown} would be dropped: {rule['message']} ({why})"
+            findings.append(Finding(rule["severity"], path, message, hint))
+    return findings
+
+
+CHECKS = {"memory-fit": memory_fit, "command-placeholders": command_placeholders, "not-applicable": not_applicable}
+
+
+def run(rule: dict, recipe: Section) -> list[Finding]:
+    return CHECKS[rule["compute"]](recipe, rule)

@@ -59,7 +59,7 @@ def x_compare(validator, spec, instance, schema):
 
 def x_invariants(validator, rules, instance, schema):
     for rule in rules:
-        if "compute" in rule or not _applies(validator, rule, instance):
+        if "compute" in rule or not applies(validator, rule, instance):
             continue  # computed rules run in `computed`, once the types are known to hold
         errors = list(validator.descend(instance, rule["require"]))
         if errors:
@@ -75,12 +75,12 @@ def computed(validator, rules: list[dict], doc: dict):
     """The computed rules' errors on a document whose types the schema has accepted."""
     recipe = view.of(doc)
     for rule in rules:
-        if _applies(validator, rule, doc):
-            for finding in checks.run(rule["compute"], recipe):
+        if applies(validator, rule, doc):
+            for finding in checks.run(rule, recipe):
                 yield _error({**rule, **finding.rule_fields()}, finding.path, doc)
 
 
-def _applies(validator, rule: dict, instance) -> bool:
+def applies(validator, rule: dict, instance) -> bool:
     return "when" not in rule or validator.evolve(schema=rule["when"]).is_valid(instance)
 
 

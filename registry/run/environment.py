@@ -1,0 +1,105 @@
+"""The trainer's own Python environment, checked before anything is launched.
+
+OpenTau (Python 3.10, transformers 4.57) and LeRobot (Python >= 3.12) cannot share an environment
+with each other, and rarely with the registry (docs/failure-modes.md §27). `trainer.env` names
+the trainer's; without it, the Python behind the launcher on PATH runs the trainer. Either way
+`recipe run` asks that Python, before launch, whether it holds the trainer's package, and which
+version: a missing one is one line saying how to install it, a version outside what the adapter
+was proven against is a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from registry.errors import Exit, RecipeError
+
+# asks for versions through package metadata only: nothing of the trainer is imported
+_QUERY = (
+    "import importlib.metadata as m, json, sys\n"
+    "def v(name):\n"
+    "    try:\n"
+    "        return m.version(name)\n"
+    "    except m.PackageNotFoundError:\n"
+    "        return None\n"
+    "print(json.dumps({'python': sys.version.split()[0], **{n: v(n) for n in sys.argv[1:]}}))\n"
+)
+
+
+def interpreter_of(program: str, env: dict[str, str]) -> str | None:
+    """The Python a console script runs under, from its #! line (pip writes the interpreter's
+    path there, or a /bin/sh line that execs it); None where it is not a Python script."""
+    found = program if "/" in program else shutil.which(program, path=env.get("PATH"))
+    try:
+        head = Path(found).read_bytes()[:512].decode("utf-8", "replace").splitlines() if found else []
+    except OSError:
+        return None
+    if not head or not head[0].startswith("#!"):
+        return None
+    words = head[0][2:].split()
+    if words and words[0].endswith("/env") and len(words) > 1:
+        return shutil.which(words[1], path=env.get("PATH")) if words[1].startswith("python") else None
+    if words and os.path.basename(words[0]).startswith("python"):
+        return words[0]
+    if len(head) > 1:  # pip's launcher for long paths: '''exec' "/path/to/python" "$0" "$@"
+        match = re.match(r"""^'''exec' "?([^"\s]+)"?""", head[1])
+        return match.group(1) if match else None
+    return None
+
+
+def versions(python: str, packages: list[str]) -> dict[str, str | None]:
+    """Python's own version and each package's, as that interpreter sees them."""
+    try:
+        done = subprocess.run(
+            [python, "-c", _QUERY, *packages], capture_output=True, text=True, timeout=60, check=False
+        )
+        return json.loads(done.stdout)
+    except (OSError, ValueError, subprocess.TimeoutExpired) as e:
+        raise RecipeError(f"{python}: cannot ask it for its packages ({e})", Exit.NOT_FOUND) from None
+
+
+def _release(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text.split("+")[0])[:3])
+
+
+def check(bundle, env: dict[str, str], env_field: str | None) -> str | None:
+    """Raise RecipeError when the trainer's Python is missing or lacks its package; return a
+    warning when the package's version lies outside what the adapter was proven against."""
+    if not bundle.package:
+        return None
+    python = bundle.python or interpreter_of(bundle.program, env)
+    where = f"trainer.env {env_field}" if env_field else f"the Python behind {bundle.program}"
+    if bundle.python and not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        raise RecipeError(
+            f"trainer.env {env_field}: no Python at {python} (hint: {bundle.install_hint})", Exit.NOT_FOUND
+        )
+    if python is None:
+        return None  # not a Python script we can read: launch.sh reports what fails
+    wanted = [bundle.package] + (["accelerate"] if "accelerate" in bundle.command else [])
+    found = versions(python, wanted)
+    missing = [name for name in wanted if not found.get(name)]
+    if missing:
+        raise RecipeError(
+            f"{where} ({python}, Python {found.get('python', '?')}) has no {' or '.join(missing)}"
+            f" (hint: {bundle.install_hint})",
+            Exit.NOT_FOUND,
+        )
+    version = found[bundle.package]
+    low, high = bundle.proven or (None, None)
+    if low and not (_release(low) <= _release(version) < _release(high)):
+        return (
+            f"recipe: warning: {bundle.package} {version} in {where} is outside the versions this adapter"
+            f" was proven against (>= {low}, < {high}); check the run's own config before trusting it"
+        )
+    return None
+
+
+def report(warning: str | None) -> None:
+    if warning:
+        print(warning, file=sys.stderr)
