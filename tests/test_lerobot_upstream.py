@@ -125,7 +125,7 @@ PAIRS = [
 def flags_of(files: dict[str, str]) -> list[str]:
     """lerobot-train's flags on launch.sh's exec line: what follows `-m <the training module>`."""
     argv = shlex.split(next(line for line in files["launch.sh"].splitlines() if line.startswith("exec ")))
-    return argv[argv.index("-m") + 2 :]
+    return [token for token in argv[argv.index("-m") + 2 :] if token != "$@"]  # launch.sh's own arguments
 
 
 def lerobot_cells(matrix) -> list[str]:
