@@ -251,7 +251,8 @@ def test_import_lerobot_fsdp_round_trips(tmp_path):
         "--gpu",
         "H100-SXM",
         "--trainer-args",
-        "--policy.type=act --dataset.repo_id=lerobot/aloha_sim_insertion_human --batch_size=8 --steps=1000 --eval_freq=0",
+        "--policy.type=act --dataset.repo_id=lerobot/aloha_sim_insertion_human --batch_size=8 --steps=1000"
+        " --env_eval_freq=0 --optimizer.lr=5e-5",
         "-o",
         str(dest),
     )
@@ -274,6 +275,10 @@ def test_import_lerobot_fsdp_round_trips(tmp_path):
     script = (out / "launch.sh").read_text()
     assert (
         "--batch_size=8" in script
-        and "--eval_freq=0" in script
+        and "--env_eval_freq=0" in script
         and "--dataset.repo_id=lerobot/aloha_sim_insertion_human" in script
     )
+    # without --use_policy_training_preset=false LeRobot ignored --optimizer.lr: so does the import,
+    # and says so; the recipe keeps the ACT part's preset values
+    assert "--optimizer.lr=5e-5: ignored by LeRobot under its policy preset" in r.stdout + r.stderr
+    assert "--use_policy_training_preset=false" in script and "--optimizer.lr=1e-05" in script

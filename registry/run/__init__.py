@@ -129,10 +129,7 @@ _LAST_STATE = {"builtin": "checkpoints/last/trainer_state.json", "lerobot": lero
 def _resumable(recipe: Recipe, bundle: Bundle, where: str) -> Path:
     kind = recipe.data["trainer"]["kind"]
     if kind not in _LAST_STATE:
-        raise RecipeError(
-            f"--resume drives the built-in and LeRobot trainers; resume {kind} with its own flags"
-            " (opentau: trainer.opentau.config.resume=true in a new run)"
-        )
+        raise RecipeError(f"--resume drives the built-in and LeRobot trainers, not {kind}")
     folder = Path(where) if where else _latest_run(recipe)
     lock_file = folder / "recipe.lock.yaml"
     if not lock_file.is_file():

@@ -14,7 +14,7 @@ from registry import view
 from registry.errors import RecipeError
 from registry.topology import world_size
 from registry.trainers.base import Context, Invocation
-from registry.trainers.mapping import Computed, Const, Extra, Field, Reader, Rest, Table, field, write_flags
+from registry.trainers.mapping import Computed, Const, Extra, Field, Reader, Rest, Table, field, stated, write_flags
 
 PACKAGE = "lerobot"
 PROVEN = ("0.6.1", "0.7")  # proven against 0.6.1 (benchmarks/results/trainers_gpu.md)
@@ -155,7 +155,7 @@ TABLE = Table(
         when=_cosine,
     ),
     Field("train.scheduler.decay_lr", "scheduler.decay_lr", when=_cosine),
-    Field("train.eval.every", "env_eval_freq", when=_given("train.eval.every")),
+    Field("train.eval.every", "env_eval_freq", when=stated("train.eval.every")),
     Field("train.eval.env", "env.type", back=str, when=_given("train.eval.env")),
     Const("output_dir", "output", why="each run writes under its own directory"),
     Field("trainer.lerobot.wandb", "wandb.enable", back=_bool),
@@ -242,6 +242,15 @@ def import_flags(args: str, recipe: dict, notes: list[str]) -> str | None:
     from registry.sharing import sources
 
     given = parse(args)
+    if _bool(given.get("use_policy_training_preset", "true")) is True:
+        # LeRobot trained with the policy's preset and ignored these; the recipe takes the policy
+        # part's optimizer and scheduler, which hold the preset's values
+        for key in [k for k in given if k.split(".")[0] in ("optimizer", "scheduler")]:
+            notes.append(
+                f"lerobot-train flags --{key}={given.pop(key)}: ignored by LeRobot under its policy preset; not imported"
+            )
+        given.pop("use_policy_training_preset", None)
+        notes.append("lerobot-train flags: the policy preset chose the optimizer; the recipe takes the policy part's")
     api = "parallelism" if any(k.startswith("parallelism.") for k in given) else "accelerate"
     recipe["trainer"] = {"kind": "lerobot", "lerobot": {"api": api}}
     reader = Reader(recipe, notes)

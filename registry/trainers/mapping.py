@@ -135,6 +135,11 @@ def field(doc, path: str):
     return view.plain(node)
 
 
+def stated(path: str) -> Callable:
+    """A `when` that holds where the recipe itself sets the field (to anything but null)."""
+    return lambda doc: lookup(doc, path) not in (MISSING, None)
+
+
 def value(row: Field, doc):
     """What resolve writes for a Field row, before `to`; MISSING where it writes nothing."""
     if row.null and lookup(doc, row.recipe) is None:

@@ -27,6 +27,7 @@ from registry.trainers.mapping import (
     Section,
     Table,
     field,
+    stated,
     write,
 )
 
@@ -75,12 +76,8 @@ def _steps(doc) -> int:
     return field(doc, "train.steps")
 
 
-def _stated(path: str):
-    return lambda doc: lookup(doc, path) not in (MISSING, None)
-
-
 def _option(name: str):
-    return _stated(f"policy.options.{name}")
+    return stated(f"policy.options.{name}")
 
 
 def _keep(last_only):
@@ -119,13 +116,13 @@ TABLE = Table(
     Field("train.loss_weights", "loss_weighting"),
     Field("train.num_workers", "num_workers"),
     # OpenTau checks batch_size == dataloader_batch_size x gradient_accumulation_steps (docs/failure-modes.md §3)
-    Field("train.batch_size", "batch_size", when=_stated("train.batch_size"), exclusive=True),
+    Field("train.batch_size", "batch_size", when=stated("train.batch_size"), exclusive=True),
     Computed(
         "batch_size",
         _batch,
         reads=("train.micro_batch_size", "train.gradient_accumulation_steps"),
         what="train.micro_batch_size x train.gradient_accumulation_steps",
-        when=lambda doc: not _stated("train.batch_size")(doc),
+        when=lambda doc: not stated("train.batch_size")(doc),
     ),
     Field("train.micro_batch_size", "dataloader_batch_size"),
     Field("train.gradient_accumulation_steps", "gradient_accumulation_steps"),
@@ -148,8 +145,8 @@ TABLE = Table(
     ),
     Field("train.scheduler.decay_lr", "scheduler.decay_lr"),
     Const("wandb", {"enable": False}),
-    Field("train.eval.every", "eval_freq", when=_stated("train.eval.every")),
-    Field("train.eval.env", "env.type", when=_stated("train.eval.env")),
+    Field("train.eval.every", "eval_freq", when=stated("train.eval.every")),
+    Field("train.eval.env", "env.type", when=stated("train.eval.env")),
     Field("train.prefetch_factor", "prefetch_factor", when=lambda doc: bool(field(doc, "train.prefetch_factor"))),
     Extra("trainer.opentau.config", mode="deep"),  # extra TrainPipelineConfig fields, merged last
 )
