@@ -167,3 +167,20 @@ def test_resume_refuses_a_changed_recipe(runs, backend):
     assert changed != overrides
     r = run_cli("run", f"tiny/{backend}/cpu", *changed, "--resume", str(broken))
     assert r.returncode == 2 and "resolves differently" in r.stderr
+
+
+@pytest.mark.parametrize(("kind", "cls"), [("adamw", "AdamW"), ("adam", "Adam"), ("sgd", "SGD")])
+def test_the_optimizer_type_is_the_recipes(kind, cls):
+    """train.optimizer.type picks the torch optimizer; lr, weight decay (and Adam's betas, eps) follow."""
+    import torch
+
+    from registry import view
+    from registry.compose import compose
+    from registry.train.loop import make_optimizer
+
+    doc = compose("tiny/ddp/cpu", [f"train.optimizer.type={kind}", "train.optimizer.lr=0.003"]).data
+    optimizer = make_optimizer(torch.nn.Linear(2, 2), view.of(doc).train.optimizer)
+    group = optimizer.param_groups[0]
+    assert type(optimizer).__name__ == cls and group["lr"] == 0.003
+    assert group["weight_decay"] == doc["train"]["optimizer"]["weight_decay"]
+    assert ("betas" in group) == (kind != "sgd")
