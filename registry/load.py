@@ -7,6 +7,7 @@ rejected before anything is constructed, and alias expansion is bounded so that 
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -74,6 +75,28 @@ def load_file(path: Path) -> Loaded:
     except UnicodeDecodeError as e:
         raise RecipeError(f"{shown}: not UTF-8 text (byte {e.start})", Exit.INVALID) from None
     return load_text(text, shown)
+
+
+def load_json(path: Path, what: str) -> Loaded:
+    """A JSON file (a DeepSpeed or trainer config) as JSON reads it, with file:line:column for
+    its keys where the YAML reader can place them. Errors are one line naming the file."""
+    shown = display_path(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RecipeError(f"{shown}: cannot read {what}: {getattr(e, 'strerror', None) or e}", Exit.INVALID) from None
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        line, column = getattr(e, "lineno", 1), getattr(e, "colno", 1)
+        raise RecipeError.at(f"{shown}:{line}:{column}", "json", f"not a {what}: {getattr(e, 'msg', e)}") from None
+    if not isinstance(data, dict):
+        raise RecipeError.at(shown, "json", f"not a {what}: the document is not a mapping")
+    try:
+        origins = load_text(text, shown).origins
+    except RecipeError:
+        origins = {}  # JSON the YAML reader cannot follow: problems point at the file itself
+    return Loaded(shown, data, origins)
 
 
 def load_text(text: str, file: str, *, allow_empty: bool = False) -> Loaded:

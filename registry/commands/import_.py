@@ -1,5 +1,5 @@
-"""`recipe import`: turn an existing accelerate yaml (with an OpenTau JSON config or LeRobot
-flags) into a recipe file, then validate it."""
+"""`recipe import`: turn an existing accelerate yaml (with its DeepSpeed JSON, an OpenTau JSON
+config or LeRobot flags) into a recipe file, then validate it."""
 
 from __future__ import annotations
 
@@ -14,16 +14,43 @@ EXAMPLES = """\
 examples:
   recipe import --accelerate-config A.yaml --trainer opentau --trainer-config C.json -o recipe.yaml
   recipe import --accelerate-config A.yaml --trainer lerobot --trainer-args "--policy.type=act ..." -o recipe.yaml
+  recipe import --accelerate-config A.yaml --deepspeed-config ds.json --program train.py -o recipe.yaml
 """
+
+
+def add_setup_arguments(p, *, required: bool) -> None:
+    """The options that name a team's existing setup (shared with `recipe validate`)."""
+    p.add_argument("--accelerate-config", required=required, metavar="A.yaml")
+    p.add_argument(
+        "--deepspeed-config", metavar="D.json", help="the DeepSpeed JSON (default: the yaml's deepspeed_config_file)"
+    )
+    p.add_argument("--trainer", choices=("opentau", "lerobot"), help="default: the team's own script (command)")
+    p.add_argument("--trainer-config", metavar="C.json", help="OpenTau TrainPipelineConfig JSON")
+    p.add_argument("--trainer-args", metavar="'--flag=value ...'", help="lerobot-train flags")
+    p.add_argument("--policy", metavar="PART", help="a bundled policy part to extend (default: from the trainer)")
+    p.add_argument("--program", metavar="SCRIPT", help="the training script, without --trainer (default train.py)")
+    p.add_argument("--gpu", default="A100-80GB", help="GPU catalog name for the hardware section (default A100-80GB)")
+
+
+def setup_of(args):
+    from registry.resolve import importer
+
+    path = lambda text: Path(text) if text else None  # noqa: E731
+    return importer.Setup(
+        accelerate=Path(args.accelerate_config),
+        deepspeed=path(args.deepspeed_config),
+        trainer=args.trainer,
+        trainer_config=path(args.trainer_config),
+        trainer_args=args.trainer_args,
+        gpu=args.gpu,
+        policy=args.policy,
+        program=args.program,
+    )
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(NAME, help=HELP, epilog=EXAMPLES)
-    p.add_argument("--accelerate-config", required=True, metavar="A.yaml")
-    p.add_argument("--trainer", choices=("opentau", "lerobot"))
-    p.add_argument("--trainer-config", metavar="C.json", help="OpenTau TrainPipelineConfig JSON")
-    p.add_argument("--trainer-args", metavar="'--flag=value ...'", help="lerobot-train flags")
-    p.add_argument("--gpu", default="A100-80GB", help="GPU catalog name for the hardware section (default A100-80GB)")
+    add_setup_arguments(p, required=True)
     p.add_argument("--name", help="recipe.name (default: imported/<output stem>)")
     p.add_argument("-o", "--output", required=True, metavar="recipe.yaml")
     p.add_argument("--force", action="store_true")
@@ -36,30 +63,16 @@ def run(args) -> int:
     from registry.validate.report import validate_target
 
     dest = Path(args.output)
-    if dest.exists() and not args.force:
-        raise RecipeError(f"{dest}: exists (hint: --force to replace it)")
-    if args.trainer == "opentau" and not args.trainer_config:
-        raise RecipeError("--trainer opentau needs --trainer-config C.json")
-    if args.trainer == "lerobot" and args.trainer_args is None:
-        raise RecipeError('--trainer lerobot needs --trainer-args "--policy.type=act ..."')
-    accelerate = Path(args.accelerate_config)
-    recipe, notes = importer.from_accelerate(accelerate, args.gpu)
-    origin = accelerate.name
-    if args.trainer == "opentau":
-        part = importer.from_opentau(Path(args.trainer_config), recipe, notes)
-        origin += f" and {Path(args.trainer_config).name}"
-    elif args.trainer == "lerobot":
-        part = importer.from_lerobot(args.trainer_args, recipe, notes)
-        origin += " and lerobot-train flags"
-    else:
-        part = "tiny"  # no trainer given: the distributed set-up runs with the built-in reference policy
-    importer.finish(recipe, notes)
+    if dest.is_dir() or (dest.exists() and not args.force):
+        raise RecipeError(f"{dest}: exists (hint: --force to replace a file, or name another)")
+    imported = importer.read(setup_of(args))
     name = args.name or f"imported/{dest.stem}"
-    write_atomic(dest, importer.render(recipe, part, origin, name, dest))
-    for note in notes:
+    write_atomic(dest, importer.render(imported, name, dest))
+    for note in imported.notes:
         print(f"note: {note}", file=sys.stderr)
     print(f"wrote {dest}", file=sys.stderr)
     report = validate_target(str(dest))
+    report.problems = list(imported.notes.conflicts) + report.problems  # what the original setup would hit
     for line in report.lines():
         print(line)
     print(report.summary(), file=sys.stderr)

@@ -9,12 +9,11 @@ its deepspeed_config_file names; the trainer's config is read by its adapter in 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from registry.doc import MISSING
 from registry.errors import Exit, RecipeError
-from registry.load import load_file
+from registry.load import load_file, load_json
 from registry.resolve import deepspeed, fsdp
 from registry.topology import nodes, world_size
 from registry.trainers.mapping import Computed, Const, Extra, Field, Notes, Reader, Section, Table, field, write
@@ -125,18 +124,84 @@ def fsdp_section(doc: dict) -> dict:
     return write(fsdp.TABLE, doc)
 
 
-def import_config(path: Path, gpu: str) -> tuple[dict, Notes]:
+# accelerate's DeepSpeedPlugin refuses these beside deepspeed_config_file (docs/failure-modes.md §12)
+REFUSED_BESIDE_FILE = (
+    "gradient_accumulation_steps",
+    "gradient_clipping",
+    "zero_stage",
+    "offload_optimizer_device",
+    "offload_param_device",
+    "offload_optimizer_nvme_path",
+    "offload_param_nvme_path",
+    "zero3_save_16bit_model",
+)
+
+
+def _keep_refused(data: dict, origins: dict, recipe: dict, notes: Notes) -> dict:
+    """The keys accelerate refuses beside a deepspeed_config_file, kept as the team wrote them in
+    backend.accelerate (where the ds-config-file-conflict rule reports them at their line) instead of
+    being read as settings the JSON also makes; the rest of the yaml, to be read as usual."""
+    section = data.get("deepspeed_config")
+    if data.get("distributed_type") != "DEEPSPEED" or not isinstance(section, dict):
+        return data
+    if not section.get("deepspeed_config_file"):
+        return data
+    kept: dict = {}
+    refused = [k for k in REFUSED_BESIDE_FILE if k in section]
+    if refused:
+        kept["deepspeed_config"] = {k: section[k] for k in refused}
+    if data.get("mixed_precision") is not None:
+        kept["mixed_precision"] = data["mixed_precision"]
+    if not kept:
+        return data
+    recipe.setdefault("backend", {})["accelerate"] = kept
+    for key in refused:
+        notes.located[("backend", "accelerate", "deepspeed_config", key)] = origins.get(("deepspeed_config", key))
+    if "mixed_precision" in kept:
+        notes.located[("backend", "accelerate", "mixed_precision")] = origins.get(("mixed_precision",))
+    rest = {k: v for k, v in data.items() if k != "mixed_precision"}
+    rest["deepspeed_config"] = {k: v for k, v in section.items() if k not in refused}
+    return rest
+
+
+def _count(loaded, key: str) -> int:
+    """A process or machine count as accelerate launch needs it: a whole number (1 when absent).
+    A template (`${NUM_GPUS}`) or other text is one error at its line, not a traceback."""
+    value = loaded.data.get(key)
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
+        raise RecipeError.at(
+            loaded.origins.get((key,), loaded.file),
+            "import-value",
+            f"{value!r} is not a whole number, and accelerate launch needs one",
+            path=key,
+            hint="fill in the template first (this is the value accelerate would be given)",
+        )
+    return max(1, int(value))
+
+
+def import_config(path: Path, gpu: str, deepspeed_json: Path | None = None) -> tuple[dict, Notes]:
     """A recipe's backend, hardware, launch and train fields from a team's accelerate yaml (and the
     DeepSpeed JSON it names), with notes on what it could not place. The trainer's config is read
     into the same recipe and notes next; `mapping.finish` ends the import."""
-    data = load_file(path).data
+    loaded = load_file(path)
+    data = loaded.data
+    for key in ("deepspeed_config", "fsdp_config"):
+        if data.get(key) is not None and not isinstance(data[key], dict):
+            raise RecipeError.at(
+                loaded.origins.get((key,), loaded.file),
+                "import-value",
+                f"{data[key]!r} is not a mapping of settings, which accelerate expects",
+                path=key,
+            )
     kind = data.get("distributed_type") or "NO"
     if kind not in BACKENDS:
         raise RecipeError(
             f"{path}: distributed_type {kind!r} has no recipe backend (known: {', '.join(BACKENDS)})", Exit.INVALID
         )
     # the hardware part from the process counts, which the table then checks (num_processes, use_cpu)
-    processes, machines = int(data.get("num_processes") or 1), int(data.get("num_machines") or 1)
+    processes, machines = _count(loaded, "num_processes"), _count(loaded, "num_machines")
     per_node = processes // max(1, machines)
     cpu = bool(data.get("use_cpu")) or kind == "MULTI_CPU"
     recipe: dict = {
@@ -148,15 +213,19 @@ def import_config(path: Path, gpu: str) -> tuple[dict, Notes]:
         ),
     }
     notes = Notes()
+    data = _keep_refused(data, loaded.origins, recipe, notes)
     reader = Reader(recipe, notes)
-    reader.read(TABLE, data, path.name)
-    section = data.get("deepspeed_config") or {}
-    if kind == "DEEPSPEED" and section.get("deepspeed_config_file"):
-        file = (path.parent / section["deepspeed_config_file"]).resolve()
-        try:
-            ds = json.loads(file.read_text())
-        except (OSError, ValueError) as e:
-            raise RecipeError(f"{path}: cannot read deepspeed_config_file {file}: {e}", Exit.INVALID) from None
-        reader.read(deepspeed.TABLE, ds, file.name)
+    reader.read(TABLE, data, path.name, loaded.origins)
+    section = data.get("deepspeed_config") if isinstance(data.get("deepspeed_config"), dict) else {}
+    if kind == "DEEPSPEED" and (deepspeed_json or section.get("deepspeed_config_file")):
+        file = Path(deepspeed_json) if deepspeed_json else (path.parent / str(section["deepspeed_config_file"]))
+        if not file.is_file():
+            raise RecipeError(
+                f"{path}: deepspeed_config_file {section.get('deepspeed_config_file')!r}: no such file"
+                f" next to the yaml (hint: pass it with --deepspeed-config D.json)",
+                Exit.INVALID,
+            )
+        ds = load_json(file, "DeepSpeed config")
+        reader.read(deepspeed.TABLE, ds.data, file.name, ds.origins)
     reader.finish()
     return recipe, notes

@@ -54,6 +54,8 @@ TABLE = Table(
         _batch,
         reads=("train.micro_batch_size", "train.gradient_accumulation_steps", "hardware"),
         what="train.micro_batch_size x train.gradient_accumulation_steps x the world size",
+        raises="DeepSpeed refuses to start: 'Check batch related parameters. train_batch_size is not equal to"
+        " micro_batch_per_gpu * gradient_acc_step * world_size'",
     ),
     Field("train.micro_batch_size", "train_micro_batch_size_per_gpu", to=int),
     Field("train.gradient_accumulation_steps", "gradient_accumulation_steps", to=int),

@@ -1,37 +1,101 @@
-"""`recipe import`: a team's existing accelerate yaml (and OpenTau JSON or LeRobot flags) turned
-into a recipe file: the adoption path. Every field read lands where the recipe keeps it; what
-has no place in a recipe is reported, not dropped silently.
+"""`recipe import` and `recipe validate --accelerate-config`: a team's existing accelerate yaml
+(its DeepSpeed JSON, and an OpenTau JSON or LeRobot flags) turned into a recipe: the adoption
+path. Every field read lands where the recipe keeps it; what has no place in a recipe is
+reported, not dropped silently, and the report travels in the recipe file as comments.
 
 The field tables that read them are the ones resolve writes with: accelerate.py (with fsdp.py and
 deepspeed.py) for the accelerate yaml and its DeepSpeed JSON, trainers/opentau.py and
 trainers/lerobot.py for the trainer's config, in that order and into one recipe; `finish` then
-checks what waited for a later file. This module writes the recipe file.
+checks what waited for a later file. Without a trainer the policy is unknown: the recipe says so
+(`policy.type: unknown`, no sizes, so the memory estimate is skipped) rather than borrowing a
+bundled part's facts.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from registry.errors import RecipeError
 from registry.files import SCHEMA_DIR
 from registry.resolve.accelerate import import_config as from_accelerate
 from registry.trainers.lerobot import import_flags as from_lerobot
-from registry.trainers.mapping import finish
+from registry.trainers.mapping import Notes, finish
 from registry.trainers.opentau import import_config as from_opentau
 
-__all__ = ["finish", "from_accelerate", "from_lerobot", "from_opentau", "render"]
+UNKNOWN = "unknown"  # policy.type of a policy the import cannot name
+PROGRAM = "train.py"  # the command trainer's program when the team's script is not named
 
 
-def render(recipe: dict, part: str | None, origin: str, name: str, dest: Path) -> str:
+@dataclass
+class Setup:
+    """What a team runs today, as the command line names it."""
+
+    accelerate: Path
+    deepspeed: Path | None = None
+    trainer: str | None = None  # opentau | lerobot | None: the team's own script (command trainer)
+    trainer_config: Path | None = None
+    trainer_args: str | None = None
+    gpu: str = "A100-80GB"
+    policy: str | None = None  # a bundled policy part to extend
+    program: str | None = None  # the team's training script, for the command trainer
+
+
+@dataclass
+class Imported:
+    recipe: dict
+    part: str | None  # the policy part the recipe extends
+    notes: Notes
+    origin: str  # the files it came from, for the recipe's summary
+    located: dict[tuple, str] = field(default_factory=dict)  # recipe path -> where in the team's files
+
+
+def read(setup: Setup) -> Imported:
+    """Import a setup in memory; RecipeError (one line) for a file that cannot be read."""
+    if setup.trainer == "opentau" and not setup.trainer_config:
+        raise RecipeError("--trainer opentau needs --trainer-config C.json")
+    if setup.trainer == "lerobot" and setup.trainer_args is None:
+        raise RecipeError('--trainer lerobot needs --trainer-args "--policy.type=act ..."')
+    recipe, notes = from_accelerate(setup.accelerate, setup.gpu, setup.deepspeed)
+    origin = setup.accelerate.name + (f" and {setup.deepspeed.name}" if setup.deepspeed else "")
+    part = None
+    if setup.trainer == "opentau":
+        part = from_opentau(setup.trainer_config, recipe, notes)
+        origin += f" and {setup.trainer_config.name}"
+    elif setup.trainer == "lerobot":
+        part = from_lerobot(setup.trainer_args, recipe, notes)
+        origin += " and lerobot-train flags"
+    else:
+        program = setup.program or PROGRAM
+        recipe["trainer"] = {"kind": "command", "command": {"program": program}}
+        if not setup.program:
+            notes.append(f"trainer.command.program: the training script is not named; {PROGRAM} is written (--program)")
+    if setup.policy:
+        part = setup.policy
+    elif part is None:
+        recipe.setdefault("policy", {}).setdefault("type", UNKNOWN)
+        notes.append(
+            "policy: no trainer config names it; policy.type is unknown and the recipe has no sizes, so the"
+            " memory estimate is skipped (--trainer, or --policy to extend a bundled part)"
+        )
+    finish(recipe, notes)
+    return Imported(recipe, part, notes, origin, dict(notes.located))
+
+
+def render(imported: Imported, name: str, dest: Path) -> str:
+    """The recipe file, its import notes first as comments, so they travel with it."""
     schema = os.path.relpath(SCHEMA_DIR / "recipe.schema.json", dest.resolve().parent)
-    doc = {"recipe": {"name": name, "summary": f"imported from {origin}"}}
-    if part:
-        doc["extends"] = [f"policy/{part}"]
+    doc: dict = {"recipe": {"name": name, "summary": f"imported from {imported.origin}"}}
+    if imported.part:
+        doc["extends"] = [f"policy/{imported.part}"]
     for section in ("trainer", "policy", "dataset", "backend", "hardware", "train", "launch"):
-        if recipe.get(section):
-            doc[section] = recipe[section]
-    return f"# yaml-language-server: $schema={schema}\n# imported by `recipe import` from {origin}\n" + yaml.safe_dump(
-        doc, sort_keys=False, width=100
-    )
+        if imported.recipe.get(section):
+            doc[section] = imported.recipe[section]
+    head = [f"# yaml-language-server: $schema={schema}", f"# imported by `recipe import` from {imported.origin}"]
+    if imported.notes:
+        head.append("# what the import could not carry over or had to decide (recipe import's notes):")
+        head += [f"#   - {line}" for note in imported.notes for line in note.splitlines()]
+    return "\n".join(head) + "\n" + yaml.safe_dump(doc, sort_keys=False, width=100)

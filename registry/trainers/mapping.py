@@ -33,6 +33,7 @@ from typing import Any
 
 from registry import view
 from registry.doc import MISSING, join, lookup, merge, split
+from registry.errors import Problem
 from registry.trainers.base import flag_value
 
 
@@ -74,6 +75,9 @@ class Computed:
     reads: tuple[str, ...]  # recipe paths it derives from: import checks only once all were read
     what: str  # the derivation, for the note when a foreign value disagrees
     when: Callable | None = None
+    # the owner refuses a config whose value disagrees (DeepSpeed's batch check): on import the
+    # disagreement is an error in Notes.conflicts, with the owner's message, instead of a note
+    raises: str = ""
 
 
 @dataclass(frozen=True)
@@ -268,7 +272,9 @@ class Notes(list):
 
     def __init__(self):
         super().__init__()
-        self.waiting: list[tuple[Computed, str, Any]] = []  # (row, where, foreign value)
+        self.waiting: list[tuple] = []  # (row, where, foreign value, file:line:column)
+        self.located: dict[tuple, str] = {}  # recipe path -> file:line:column of the key it came from
+        self.conflicts: list[Problem] = []  # what the owning library would refuse at launch
 
 
 class Reader:
@@ -281,14 +287,18 @@ class Reader:
 
     def __init__(self, recipe: dict, notes: list[str]):
         self.recipe, self.notes = recipe, notes
+        self._origins: dict = {}
         self._pending: list[tuple[tuple, Any]] = []
         self._checks: list[tuple[Computed, str, Any]] = []
 
-    def set(self, path: tuple, item, origin: str) -> None:
+    def set(self, path: tuple, item, origin: str, where: tuple | None = None) -> None:
         old = lookup(self.recipe, path)
         if old is not MISSING and old != item:
             self.notes.append(f"{join(path)}: {origin} = {short(item)} replaces {short(old)} read before")
         _put(self.recipe, path, item)
+        location = self._origins.get(where) if where is not None else None
+        if location and isinstance(self.notes, Notes):
+            self.notes.located[path] = location
 
     def finish(self) -> None:
         for path, absent in self._pending:
@@ -307,10 +317,15 @@ class Reader:
             else:
                 _unchecked(self.recipe, self.notes, *check)
 
-    def read(self, table: Table, foreign: dict, source: str) -> None:
+    def read(self, table: Table, foreign: dict, source: str, origins: dict | None = None) -> None:
+        """Read `foreign` through `table`; `origins` (foreign path -> file:line:column) lets the
+        recipe's problems point into the team's own file."""
+        self._origins = origins or {}
         state = _State(table, foreign, source)
         self._rows(table, state, ())
-        self._checks += [(row, f"{source} {join(path)}", found) for row, path, found in state.checks]
+        self._checks += [
+            (row, f"{source} {join(path)}", found, self._origins.get(path)) for row, path, found in state.checks
+        ]
         for path, item, why in state.kept:
             self._place(path, item, state, why)
         for path, item in _unclaimed(foreign, (), state):
@@ -368,9 +383,12 @@ class Reader:
         if row.note:
             self.notes.append(f"{state.source} {join(where)}: {row.note}")
         # a flag's text goes to the row's converter as written, else decoded as flag_value spells values
-        converted = decode_flag(found) if table.flags and row.back is _same else row.back(found)
+        try:
+            converted = decode_flag(found) if table.flags and row.back is _same else row.back(found)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            converted = found  # not a value the owner reads either: validation reports its type at its line
         if converted is not MISSING:
-            self.set(split(row.recipe), converted, f"{state.source} {join(where)}")
+            self.set(split(row.recipe), converted, f"{state.source} {join(where)}", where)
 
     def _keyed(self, row: Keyed, state: _State, path: tuple) -> None:
         node = lookup(state.foreign, path)
@@ -381,7 +399,7 @@ class Reader:
             if isinstance(key, str) and key.endswith(row.suffix) and key != row.suffix:
                 state.claimed.add(path + (key,))
                 name = key[: -len(row.suffix)]
-                self.set((*split(row.recipe), name), item, f"{state.source} {join(path + (key,))}")
+                self.set((*split(row.recipe), name), item, f"{state.source} {join(path + (key,))}", path + (key,))
 
     def _ignored(self, row: Ignored, table: Table, state: _State, prefix: tuple) -> None:
         *parent, pattern = table.path(row.foreign)
@@ -410,7 +428,7 @@ class Reader:
             if flags or path[: len(base)] != base or not rest:
                 continue
             if len(rest) == 1 or (row.mode == "deep" and all(isinstance(k, str) for k in rest)):
-                self.set((*split(row.recipe), *rest), item, f"{state.source} {join(path)}")
+                self.set((*split(row.recipe), *rest), item, f"{state.source} {join(path)}", path)
                 return
         where = f"--{path[0]}" if flags else join(path)
         self.notes.append(f"{state.source} {where} = {short(item)}: {why or 'no recipe field holds it'}; not imported")
@@ -424,7 +442,7 @@ def finish(recipe: dict, notes: Notes) -> None:
     notes.waiting = []
 
 
-def _check(recipe: dict, notes: list[str], row: Computed, where: str, found) -> bool:
+def _check(recipe: dict, notes: list[str], row: Computed, where: str, found, location: str | None = None) -> bool:
     """Compare a foreign Computed value with the recipe's derivation; False where a field it
     derives from has not been read."""
     if any(lookup(recipe, p) is MISSING for p in row.reads):
@@ -433,12 +451,17 @@ def _check(recipe: dict, notes: list[str], row: Computed, where: str, found) -> 
         expected = row.value(recipe)
     except (KeyError, TypeError, ValueError, AttributeError):
         return True  # a field of the wrong type: validation reports it
-    if found != expected:
+    if found == expected:
+        return True
+    text = f"{where} is {short(found)}, but {row.what} gives {short(expected)}"
+    if row.raises and isinstance(notes, Notes):
+        notes.conflicts.append(Problem("error", "import-conflict", "", text, location, row.raises))
+    else:
         notes.append(f"{where} is {short(found)}, but the recipe derives it from {row.what}: {short(expected)}")
     return True
 
 
-def _unchecked(recipe: dict, notes: list[str], row: Computed, where: str, found) -> None:
+def _unchecked(recipe: dict, notes: list[str], row: Computed, where: str, found, location: str | None = None) -> None:
     missing = ", ".join(p for p in row.reads if lookup(recipe, p) is MISSING)
     notes.append(
         f"{where} = {short(found)}: not checked, no file read sets {missing}; resolve derives it from {row.what}"

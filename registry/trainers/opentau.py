@@ -14,7 +14,7 @@ from pathlib import Path
 
 from registry import view
 from registry.doc import MISSING, lookup
-from registry.errors import Exit, RecipeError
+from registry.load import load_json
 from registry.trainers.base import Context, Invocation, Raw
 from registry.trainers.mapping import (
     Computed,
@@ -123,6 +123,8 @@ TABLE = Table(
         reads=("train.micro_batch_size", "train.gradient_accumulation_steps"),
         what="train.micro_batch_size x train.gradient_accumulation_steps",
         when=lambda doc: not stated("train.batch_size")(doc),
+        raises="OpenTau refuses it at parse: '`batch_size` must be equal to `dataloader_batch_size *"
+        " gradient_accumulation_steps`'",
     ),
     Field("train.micro_batch_size", "dataloader_batch_size"),
     Field("train.gradient_accumulation_steps", "gradient_accumulation_steps"),
@@ -178,15 +180,11 @@ def invocation(doc: dict, ctx: Context) -> Invocation:
 
 def import_config(path: Path, recipe: dict, notes: list[str]) -> str | None:
     """Read a TrainPipelineConfig JSON into `recipe`; the policy part to extend, if one fits."""
-    try:
-        cfg = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise RecipeError(f"{path}: not an OpenTau TrainPipelineConfig JSON: {e}", Exit.INVALID) from None
-    if not isinstance(cfg, dict):
-        raise RecipeError(f"{path}: not an OpenTau TrainPipelineConfig JSON: not a mapping", Exit.INVALID)
+    loaded = load_json(path, "OpenTau TrainPipelineConfig JSON")
+    cfg = loaded.data
     recipe["trainer"] = {"kind": "opentau"}
     reader = Reader(recipe, notes)
-    reader.read(TABLE, cfg, path.name)
+    reader.read(TABLE, cfg, path.name, loaded.origins)
     reader.finish()
     kind = lookup(cfg, "policy.type")
     if lookup(recipe, "backend.kind") == "fsdp" and kind in FP32_UNDER_FSDP:

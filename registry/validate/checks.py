@@ -37,6 +37,10 @@ class Finding:
 
 def memory_fit(recipe: Section, rule: dict) -> list[Finding]:
     est = memory.estimate(recipe)
+    if est is None and recipe.hardware.gpu is not None:
+        # an imported policy the registry has no part for: say the check did not run
+        text = "not checked: the policy declares no sizes (policy.memory.params)"
+        return [Finding("warning", ("policy", "memory"), text, "extend a bundled policy part, or set policy.memory")]
     if est is None:
         return []
     parts = ", ".join(f"{k} {v:.1f}" for k, v in est.breakdown.items() if v >= 0.05)
