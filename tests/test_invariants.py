@@ -144,6 +144,12 @@ CASES = {
         ["train.scheduler.decay_lr=0.0"],
         ["train.scheduler.type=cosine_decay_with_warmup", "train.scheduler.decay_lr=0.0"],
     ),
+    "fsdp-wrap-class-exists": ("pi07/fsdp/8xA100", ["policy.block_classes=[GemmaDecoderLayer]"], []),
+    "accelerate-derived-keys": (
+        "pi07/zero2/8xA100",
+        ["backend.accelerate={num_processes: 4}"],
+        ["backend.accelerate={gpu_ids: all}"],
+    ),
     "builtin-not-applicable": ("tiny/ddp/cpu", ["policy.pretrained_path=org/model"], []),
     "opentau-not-applicable": ("pi07/zero2/8xA100", ["dataset.synthetic.samples=64"], []),
     "lerobot-not-applicable": ("act/ddp/8xA100", ["train.loss_weights={MSE: 1, CE: 0.5}"], []),

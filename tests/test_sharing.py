@@ -267,11 +267,14 @@ def test_import_lerobot_fsdp_round_trips(tmp_path):
     for key in (
         "fsdp_version",
         "fsdp_transformer_layer_cls_to_wrap",
-        "fsdp_reshard_after_forward",
         "fsdp_use_orig_params",
         "fsdp_state_dict_type",
     ):
         assert config.fsdp_config[key] == original.fsdp_config[key], key
+    # FSDP1: accelerate runs fsdp_sharding_strategy (FULL_SHARD when absent), never reshard_after_forward
+    assert config.fsdp_config["fsdp_sharding_strategy"] == "FULL_SHARD"
+    assert "fsdp_reshard_after_forward" not in config.fsdp_config
+    assert "fsdp_reshard_after_forward: not read by accelerate under FSDP1" in r.stderr
     script = (out / "launch.sh").read_text()
     assert (
         "--batch_size=8" in script

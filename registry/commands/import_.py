@@ -29,6 +29,9 @@ def add_setup_arguments(p, *, required: bool) -> None:
     p.add_argument("--trainer-args", metavar="'--flag=value ...'", help="lerobot-train flags")
     p.add_argument("--policy", metavar="PART", help="a bundled policy part to extend (default: from the trainer)")
     p.add_argument("--program", metavar="SCRIPT", help="the training script, without --trainer (default train.py)")
+    p.add_argument(
+        "--launch-args", default="", metavar="'--num_processes 8 ...'", help="accelerate launch flags beside the yaml"
+    )
     p.add_argument("--gpu", default="A100-80GB", help="GPU catalog name for the hardware section (default A100-80GB)")
 
 
@@ -45,6 +48,7 @@ def setup_of(args):
         gpu=args.gpu,
         policy=args.policy,
         program=args.program,
+        launch_args=args.launch_args,
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from registry.doc import MISSING
+from registry.doc import MISSING, lookup
 from registry.errors import Exit, RecipeError
 from registry.load import load_file, load_json
 from registry.resolve import deepspeed, fsdp
@@ -181,12 +181,59 @@ def _count(loaded, key: str) -> int:
     return max(1, int(value))
 
 
-def import_config(path: Path, gpu: str, deepspeed_json: Path | None = None) -> tuple[dict, Notes]:
+# `accelerate launch` flags that set yaml keys, as teams pass them beside --config_file
+LAUNCH_FLAGS = {
+    "num_processes": int,
+    "num_machines": int,
+    "machine_rank": int,
+    "mixed_precision": str,
+    "main_process_ip": str,
+    "main_process_port": int,
+    "rdzv_backend": str,
+}
+
+
+def launch_flags(text: str) -> dict:
+    """`--num_processes 8 --num_machines=2 ...` as the yaml keys accelerate launch overrides with them."""
+    import shlex
+
+    words, found = shlex.split(text or ""), {}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        key, _, value = word.lstrip("-").replace("-", "_").partition("=")
+        if not word.startswith("--") or key not in LAUNCH_FLAGS:
+            raise RecipeError(f"--launch-args: {word!r} is not one of --{', --'.join(LAUNCH_FLAGS)}")
+        if not _:
+            if i + 1 >= len(words):
+                raise RecipeError(f"--launch-args: {word} needs a value")
+            value, i = words[i + 1], i + 1
+        try:
+            found[key] = LAUNCH_FLAGS[key](value)
+        except ValueError:
+            raise RecipeError(f"--launch-args: {word} {value!r} is not a {LAUNCH_FLAGS[key].__name__}") from None
+        i += 1
+    return found
+
+
+def import_config(
+    path: Path, gpu: str, deepspeed_json: Path | None = None, launch: dict | None = None
+) -> tuple[dict, Notes]:
     """A recipe's backend, hardware, launch and train fields from a team's accelerate yaml (and the
     DeepSpeed JSON it names), with notes on what it could not place. The trainer's config is read
     into the same recipe and notes next; `mapping.finish` ends the import."""
     loaded = load_file(path)
-    data = loaded.data
+    data = {**loaded.data, **(launch or {})}  # the command line wins, as in accelerate launch
+    origins = {**loaded.origins, **{(k,): "--launch-args" for k in launch or {}}}
+    loaded = type(loaded)(loaded.file, data, origins)
+    if data.get("distributed_type", "NO") != "NO" and data.get("num_processes") is None:
+        raise RecipeError.at(
+            loaded.file,
+            "import-value",
+            "no num_processes: accelerate launch refuses it ('You need to manually pass in `--num_processes`"
+            " using this config yaml')",
+            hint="give the launch's flags with --launch-args '--num_processes N --num_machines M'",
+        )
     for key in ("deepspeed_config", "fsdp_config"):
         if data.get(key) is not None and not isinstance(data[key], dict):
             raise RecipeError.at(
@@ -196,6 +243,8 @@ def import_config(path: Path, gpu: str, deepspeed_json: Path | None = None) -> t
                 path=key,
             )
     kind = data.get("distributed_type") or "NO"
+    if kind == "FSDP" and data.get("fsdp_config") is None:
+        data = {**data, "fsdp_config": {}}  # accelerate's plugin defaults, as for a section that names nothing
     if kind not in BACKENDS:
         raise RecipeError(
             f"{path}: distributed_type {kind!r} has no recipe backend (known: {', '.join(BACKENDS)})", Exit.INVALID
@@ -226,6 +275,21 @@ def import_config(path: Path, gpu: str, deepspeed_json: Path | None = None) -> t
                 Exit.INVALID,
             )
         ds = load_json(file, "DeepSpeed config")
+        notes.conflicts += deepspeed.refused(ds.data, ds.origins, ds.file)
         reader.read(deepspeed.TABLE, ds.data, file.name, ds.origins)
     reader.finish()
+    _consolidated(recipe, notes)
     return recipe, notes
+
+
+def _consolidated(recipe: dict, notes: Notes) -> None:
+    """Under ZeRO-3 a setup writes a consolidated model only if it gathers 16-bit weights on save;
+    the recipe says what the setup does rather than asking for more (zero3-save-16bit)."""
+    stage, gathers = lookup(recipe, "backend.zero_stage"), lookup(recipe, "backend.zero3_save_16bit_model") is True
+    if lookup(recipe, "backend.kind") == "deepspeed" and stage == 3:
+        recipe.setdefault("train", {}).setdefault("checkpoint", {})["consolidated"] = gathers
+        if not gathers:
+            notes.append(
+                "train.checkpoint.consolidated: false, as the setup does not gather 16-bit weights on save"
+                " under ZeRO-3 (its checkpoints are sharded: save_state)"
+            )

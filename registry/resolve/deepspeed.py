@@ -9,6 +9,7 @@ Import reads the JSON as DeepSpeed does: a key it leaves out takes DeepSpeed's d
 from __future__ import annotations
 
 from registry.doc import MISSING
+from registry.errors import Problem
 from registry.topology import world_size
 from registry.trainers.mapping import Computed, Const, Extra, Field, Table, field, write
 
@@ -58,7 +59,8 @@ TABLE = Table(
         " micro_batch_per_gpu * gradient_acc_step * world_size'",
     ),
     Field("train.micro_batch_size", "train_micro_batch_size_per_gpu", to=int),
-    Field("train.gradient_accumulation_steps", "gradient_accumulation_steps", to=int),
+    # absent, accelerate gives DeepSpeed its own value: 1 unless the trainer says otherwise
+    Field("train.gradient_accumulation_steps", "gradient_accumulation_steps", to=int, absent=1),
     # DeepSpeed without gradient_clipping does not clip
     Field(
         "train.optimizer.grad_clip_norm",
@@ -113,6 +115,35 @@ TABLE = Table(
     Extra("backend.deepspeed_json"),
     auto=True,
 )
+
+
+def refused(ds: dict, origins: dict, file: str) -> list[Problem]:
+    """What accelerate refuses in a DeepSpeed JSON before DeepSpeed reads it (import-conflict)."""
+    found = []
+    if "zero_optimization" not in ds:
+        found.append(
+            Problem(
+                "error",
+                "import-conflict",
+                "",
+                f"{file} has no zero_optimization section",
+                file,
+                "accelerate refuses it: 'Please specify the ZeRO optimization config in the DeepSpeed config.'",
+            )
+        )
+    legacy = ds.get("bfloat16")
+    if isinstance(legacy, dict) and "auto" in legacy.values():
+        found.append(
+            Problem(
+                "error",
+                "import-conflict",
+                "",
+                f"{file} bfloat16.enabled is 'auto', which accelerate fills in only under the key bf16",
+                origins.get(("bfloat16",), file),
+                "accelerate refuses it: '`bfloat16.enabled` not found in kwargs'; write bf16.enabled",
+            )
+        )
+    return found
 
 
 def deepspeed_config(doc: dict) -> dict | None:

@@ -41,6 +41,7 @@ REGISTRY = {
     "trainer.kind": "picks the trainer's adapter",
     "policy.block_classes": "the policy's FSDP wrap units, written when the backend is FSDP",
     "policy.fsdp2_extra_block_classes": "more FSDP2 wrap units, written when the backend is FSDP2",
+    "policy.module_classes": "the policy's module classes, which the FSDP wrap classes are checked against",
 }
 
 

@@ -6,8 +6,10 @@ launcher's default (`absent`), which is not always the value a recipe leaves uns
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from registry.doc import MISSING
-from registry.trainers.mapping import Field, Table, field, value
+from registry.trainers.mapping import Field, Ignored, Table, field, value
 
 TRANSFORMER, SIZE = "TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP"
 # accelerate's FSDP1 strategy names, in ShardingStrategy order (an int n names the n-th)
@@ -43,6 +45,11 @@ def strategy(item):
     return item  # a bool is FSDP2's spelling: validation says so
 
 
+def upper(item):
+    """An FSDP enum name as accelerate's plugin reads it: any case."""
+    return item.upper() if isinstance(item, str) else item
+
+
 def classes(text) -> list[str]:
     return [c.strip() for c in str(text).split(",") if c.strip()]
 
@@ -61,7 +68,7 @@ def _fsdp2(doc) -> bool:
 
 VERSION = Field("backend.version", "fsdp_version", to=int, back=int)
 # accelerate launch without fsdp_auto_wrap_policy wraps nothing
-WRAP = Field("backend.auto_wrap_policy", "fsdp_auto_wrap_policy", absent="NO_WRAP")
+WRAP = Field("backend.auto_wrap_policy", "fsdp_auto_wrap_policy", back=upper, absent="NO_WRAP")
 
 
 CPU_RAM = Field("backend.cpu_ram_efficient_loading", "fsdp_cpu_ram_efficient_loading", to=bool, back=truth, absent=True)
@@ -80,24 +87,37 @@ def _wrapped_classes(names: list, doc) -> list:
 TABLE = Table(
     VERSION,
     WRAP,
+    # no classes: accelerate wraps a transformers model's own _no_split_modules; an empty name
+    # would make it look for a class called "" instead
     Field(
         "policy.block_classes",
         "fsdp_transformer_layer_cls_to_wrap",
         derive=_wrapped_classes,
         to=",".join,
         back=classes,
-        when=_wraps(TRANSFORMER),
+        when=lambda doc: _wraps(TRANSFORMER)(doc) and bool(field(doc, "policy.block_classes")),
     ),
     Field("backend.min_num_params", "fsdp_min_num_params", to=int, when=_wraps(SIZE)),
-    # accelerate 1.x takes the FSDP1 sharding strategy as reshard_after_forward (docs/failure-modes.md §8)
+    # accelerate launch always exports fsdp_sharding_strategy (default FULL_SHARD), and the FSDP1
+    # plugin prefers it to reshard_after_forward, which it then never reads (docs/failure-modes.md §8)
+    Field(
+        "backend.sharding",
+        "fsdp_sharding_strategy",
+        derive=lambda sharding, doc: field(doc, "backend.reshard_after_forward") or sharding,
+        back=strategy,
+        when=_fsdp1,
+        exclusive=True,
+        absent=lambda recipe: "FULL_SHARD" if _version(recipe) in (1, None) else MISSING,
+    ),
     Field(
         "backend.sharding",
         "fsdp_reshard_after_forward",
-        derive=lambda sharding, doc: field(doc, "backend.reshard_after_forward") or sharding,
-        back=strategy,
-        aliases=("fsdp_sharding_strategy",),
+        back=lambda _: MISSING,
+        emit=False,
         when=_fsdp1,
         exclusive=True,
+        note="not read by accelerate under FSDP1, which takes the strategy from fsdp_sharding_strategy"
+        " (FULL_SHARD when absent); the recipe keeps what accelerate runs",
     ),
     Field(
         "backend.use_orig_params",
@@ -131,6 +151,7 @@ TABLE = Table(
     Field(
         "backend.state_dict_type",
         "fsdp_state_dict_type",
+        back=upper,
         # without one, accelerate's plugin saves FSDP1 full state dicts
         absent=lambda recipe: "FULL_STATE_DICT" if _version(recipe) == 1 else MISSING,
     ),
@@ -144,4 +165,15 @@ TABLE = Table(
         back=truth,
     ),
     Field("backend.activation_checkpointing", "fsdp_activation_checkpointing", to=bool, back=truth),
+    Ignored("fsdp_backward_prefetch_policy", "a legacy key accelerate 1.15 does not read (fsdp_backward_prefetch)"),
 )
+
+
+def _unprefixed(row):
+    """accelerate's loader adds the fsdp_ prefix to keys written without it (use_orig_params)."""
+    if isinstance(row, Field) and row.foreign.startswith("fsdp_"):
+        return replace(row, aliases=(*row.aliases, row.foreign[len("fsdp_") :]))
+    return row
+
+
+TABLE = Table(*(_unprefixed(row) for row in TABLE.rows))

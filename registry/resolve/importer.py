@@ -22,6 +22,7 @@ import yaml
 from registry.errors import RecipeError
 from registry.files import SCHEMA_DIR
 from registry.resolve.accelerate import import_config as from_accelerate
+from registry.resolve.accelerate import launch_flags
 from registry.trainers.lerobot import import_flags as from_lerobot
 from registry.trainers.mapping import Notes, finish
 from registry.trainers.opentau import import_config as from_opentau
@@ -42,6 +43,7 @@ class Setup:
     gpu: str = "A100-80GB"
     policy: str | None = None  # a bundled policy part to extend
     program: str | None = None  # the team's training script, for the command trainer
+    launch_args: str = ""  # accelerate launch flags given beside --config_file (--num_processes 8)
 
 
 @dataclass
@@ -59,7 +61,7 @@ def read(setup: Setup) -> Imported:
         raise RecipeError("--trainer opentau needs --trainer-config C.json")
     if setup.trainer == "lerobot" and setup.trainer_args is None:
         raise RecipeError('--trainer lerobot needs --trainer-args "--policy.type=act ..."')
-    recipe, notes = from_accelerate(setup.accelerate, setup.gpu, setup.deepspeed)
+    recipe, notes = from_accelerate(setup.accelerate, setup.gpu, setup.deepspeed, launch_flags(setup.launch_args))
     origin = setup.accelerate.name + (f" and {setup.deepspeed.name}" if setup.deepspeed else "")
     part = None
     if setup.trainer == "opentau":

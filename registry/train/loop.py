@@ -224,6 +224,9 @@ def fit(s: Session, until: int) -> None:
             s.log.write({"event": "checkpoint", "step": s.step, "path": str(saved.relative_to(s.run_dir))})
             window_start = time.perf_counter()  # checkpoint time is not step time
         if crash_after and s.step == crash_after:
+            # the test hook crashes once every rank is past the step's checkpoint: a rank that exits
+            # first makes torchrun kill the others, maybe mid-write, which is a different test
+            accelerator.wait_for_everyone()
             os._exit(1)
 
 

@@ -275,6 +275,7 @@ class Notes(list):
         self.waiting: list[tuple] = []  # (row, where, foreign value, file:line:column)
         self.located: dict[tuple, str] = {}  # recipe path -> file:line:column of the key it came from
         self.conflicts: list[Problem] = []  # what the owning library would refuse at launch
+        self.accounted: set[tuple[str, tuple]] = set()  # (source, foreign path) a row read
 
 
 class Reader:
@@ -330,6 +331,8 @@ class Reader:
             self._place(path, item, state, why)
         for path, item in _unclaimed(foreign, (), state):
             self._place(path, item, state, "")
+        if isinstance(self.notes, Notes):
+            self.notes.accounted |= {(source, path) for path in state.claimed}
 
     def _rows(self, table: Table, state: _State, prefix: tuple) -> None:
         for row in table.rows:

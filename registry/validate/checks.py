@@ -116,7 +116,24 @@ def not_applicable(recipe: Section, rule: dict) -> list[Finding]:
     return findings
 
 
-CHECKS = {"memory-fit": memory_fit, "command-placeholders": command_placeholders, "not-applicable": not_applicable}
+def wrap_classes_exist(recipe: Section, rule: dict) -> list[Finding]:
+    """Each FSDP wrap class names a module class the policy has: accelerate raises 'Could not find
+    the transformer layer class ... in the model' at prepare otherwise (docs/failure-modes.md §32)."""
+    known = set(recipe.policy.module_classes or ())
+    findings = []
+    for field in ("block_classes", "fsdp2_extra_block_classes"):
+        for i, name in enumerate(getattr(recipe.policy, field) or ()):
+            if name not in known:
+                findings.append(Finding(rule["severity"], ("policy", field, i), f"{name} {rule['message']}"))
+    return findings
+
+
+CHECKS = {
+    "memory-fit": memory_fit,
+    "command-placeholders": command_placeholders,
+    "not-applicable": not_applicable,
+    "wrap-classes-exist": wrap_classes_exist,
+}
 
 
 def run(rule: dict, recipe: Section) -> list[Finding]:

@@ -1,0 +1,171 @@
+"""Import and validate on configurations teams already ship (tests/data/corpus: 65 real accelerate
+yamls, DeepSpeed JSONs and trainer configs from public projects, each with its repository, path and
+commit), judged against the verdicts of accelerate's and DeepSpeed's own code
+(tests/corpus_verdicts.py) and, where recorded, the trainer's own.
+
+- the libraries' verdicts are recomputed here, on CPU, and must match the recorded ones;
+- no false alarm where they (and the trainer) accept; every refusal caught before launch;
+- no traceback; every key of every input mapped into the recipe or reported in a note;
+- import then resolve: accelerate and DeepSpeed read the new files as they read the originals,
+  apart from differences the import reported.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+from corpus_verdicts import CORPUS, all_verdicts, verdict
+
+from registry.compose import compose
+from registry.doc import join, leaves, lookup
+from registry.errors import RecipeError
+from registry.resolve import importer, resolve
+from registry.validate.report import validate_target
+
+ENTRIES = {e["id"]: e for e in yaml.safe_load((CORPUS / "manifest.yaml").read_text())["entries"]}
+RECORDED = json.loads((CORPUS / "verdicts.json").read_text())
+
+
+def setup_of(entry: dict) -> importer.Setup:
+    folder = CORPUS / entry["id"]
+    setup = importer.Setup(
+        accelerate=folder / entry["files"][0], gpu="H100-SXM", launch_args=entry.get("launch_args", "")
+    )
+    if entry.get("trainer") == "opentau":
+        setup.trainer, setup.trainer_config = "opentau", folder / entry["trainer_config"]
+    elif entry.get("trainer") == "lerobot":
+        setup.trainer, setup.trainer_args = "lerobot", entry.get("args", "")
+    return setup
+
+
+@functools.cache
+def imported(entry_id: str):
+    """(Imported, validation report, problems) or (None, RecipeError, problems) for an entry."""
+    try:
+        result = importer.read(setup_of(ENTRIES[entry_id]))
+    except RecipeError as e:
+        return None, e, [str(e)]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "recipe.yaml"
+        path.write_text(importer.render(result, f"corpus/{entry_id}", path))
+        report = validate_target(str(path))
+        files = resolve(compose(str(path))).files if report.exit_code == 0 else None
+    errors = [p.render() for p in result.notes.conflicts] + [p.render() for p in report.problems if p.is_error]
+    if report.failure:
+        errors.append(str(report.failure))
+    return result, files, errors
+
+
+def accepted(entry_id: str) -> bool:
+    """What accelerate and DeepSpeed say, and the trainer's own code where the manifest records it."""
+    trainer = ENTRIES[entry_id].get("trainer_verdict", {"accepted": True})
+    return RECORDED[entry_id]["accepted"] and trainer["accepted"]
+
+
+def test_the_corpus_is_real_and_varied():
+    assert len(ENTRIES) >= 30
+    for entry in ENTRIES.values():
+        assert entry["repo"] and entry["commit"] and entry["files"], entry["id"]
+    assert sum(not v["accepted"] for v in RECORDED.values()) >= 8  # refusals to catch, not only green configs
+    assert len({e["repo"] for e in ENTRIES.values()}) >= 8
+
+
+def test_recorded_verdicts_are_what_the_libraries_say_today():
+    """Recomputed with accelerate's and DeepSpeed's own code, so no verdict is hard-coded."""
+    now = all_verdicts()
+    changed = {i: (RECORDED[i]["accepted"], now[i]["accepted"], now[i]["error"]) for i in now if now[i] != RECORDED[i]}
+    assert not changed, f"rerun `python tests/corpus_verdicts.py --write` and review: {changed}"
+
+
+@pytest.mark.parametrize("entry_id", sorted(ENTRIES))
+def test_no_false_alarm_and_every_refusal_caught(entry_id):
+    _, _, errors = imported(entry_id)
+    if accepted(entry_id):
+        assert not errors, "false alarm on a config the libraries accept:\n" + "\n".join(errors)
+    else:
+        why = RECORDED[entry_id]["error"] or ENTRIES[entry_id]["trainer_verdict"]["error"]
+        assert errors, f"the libraries refuse it ({why}) but the registry found nothing"
+
+
+@pytest.mark.parametrize("entry_id", sorted(ENTRIES))
+def test_every_key_is_mapped_or_reported(entry_id):
+    """Each key of the yaml and the JSONs is read by a row of the tables, lands in the recipe (its
+    file:line is where a recipe value came from), or is named in a note."""
+    from registry.load import load_text
+
+    result, _, _ = imported(entry_id)
+    if result is None:
+        return  # refused as a whole, with one message (test_no_false_alarm_and_every_refusal_caught)
+    entry, notes = ENTRIES[entry_id], "\n".join(result.notes)
+    landed = {where(origin) for origin in result.located.values() if origin}
+    lost = []
+    for name in entry["files"]:
+        path = CORPUS / entry_id / name
+        if name == entry.get("trainer_config") or path.suffix not in (".yaml", ".yml", ".json"):
+            continue
+        loaded = load_text(path.read_text(), str(path))
+        for key in leaves(loaded.data):
+            if isinstance(lookup(loaded.data, key), (dict, list)) or any(isinstance(k, int) for k in key):
+                continue
+            read = any((name, key[:n]) in result.notes.accounted for n in range(1, len(key) + 1))
+            carried = any(where(loaded.origins.get(key[:n], "")) in landed for n in range(1, len(key) + 1))
+            if not read and not carried and join(key) not in notes:
+                lost.append(f"{name}: {join(key)}")
+    assert not lost, lost
+
+
+def where(origin: str) -> tuple:
+    """file name, line, column of an origin, however its folder is spelt."""
+    file, *line_column = origin.rsplit(":", 2)
+    return (Path(file).name, *line_column)
+
+
+# a value read from several settings: a note on any of them reports the difference
+DERIVED = {
+    "train_batch_size": ("train_batch_size", "gradient_accumulation_steps", "micro_batch", "num_processes"),
+    "distributed_type": ("distributed_type",),
+}
+NORMAL = {"none": None, None: None}
+
+
+def reading(read: dict) -> dict:
+    """What accelerate and DeepSpeed made of a config, in comparable form."""
+    out = {k: read.get(k) for k in ("num_processes", "num_machines")}
+    config = read.get("config") or {}
+    out["distributed_type"] = config.get("distributed_type")
+    if config.get("distributed_type") != "DEEPSPEED":  # under DeepSpeed the JSON's bf16/fp16 decide
+        out["mixed_precision"] = read.get("mixed_precision") or "no"
+    for section in ("deepspeed_engine", "fsdp"):
+        for k, v in (read.get(section) or {}).items():
+            out[f"{section}.{k}"] = NORMAL.get(v, v) if isinstance(v, (str, type(None))) else v
+    return out
+
+
+@pytest.mark.parametrize("entry_id", sorted(i for i in ENTRIES if accepted(i)))
+def test_import_then_resolve_reads_the_same(entry_id, tmp_path):
+    result, files, _ = imported(entry_id)
+    entry = ENTRIES[entry_id]
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    again = copy.deepcopy(entry)
+    again["files"] = [n for n in ("accelerate.yaml", "deepspeed.json", "opentau.json") if n in files]
+    again.pop("launch_args", None)  # the resolved yaml holds the process counts itself
+    if entry.get("trainer") == "opentau":
+        again["trainer_config"] = "opentau.json"
+    after = verdict(tmp_path, again)
+    assert after["accepted"], after["error"]
+    before, now = reading(RECORDED[entry_id]["read"]), reading(after["read"])
+    notes = "\n".join(result.notes)
+    unreported = {
+        k: (before.get(k), now.get(k))
+        for k in sorted(set(before) | set(now))
+        if before.get(k) != now.get(k)
+        and not any(name in notes for name in DERIVED.get(k.split(".")[-1], (k.split(".")[-1],)))
+    }
+    assert not unreported, f"read differently after import and resolve, and not reported: {unreported}"
