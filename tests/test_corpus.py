@@ -169,3 +169,34 @@ def test_import_then_resolve_reads_the_same(entry_id, tmp_path):
         and not any(name in notes for name in DERIVED.get(k.split(".")[-1], (k.split(".")[-1],)))
     }
     assert not unreported, f"read differently after import and resolve, and not reported: {unreported}"
+
+
+def test_validate_points_at_the_line_of_the_teams_own_yaml():
+    from conftest import run_cli
+
+    yaml_file = CORPUS / "acc-docs-scenario1" / "accelerate_config.yaml"
+    r = run_cli("validate", "--accelerate-config", str(yaml_file), "-q")
+    assert r.returncode == 1, r.stdout + r.stderr
+    from registry.resolve.accelerate import REFUSED_BESIDE_FILE
+
+    # the first of the keys accelerate refuses beside deepspeed_config_file, in the team's file
+    line = next(
+        i
+        for i, text in enumerate(yaml_file.read_text().splitlines(), 1)
+        if text.strip().split(":")[0] in REFUSED_BESIDE_FILE
+    )
+    assert f"accelerate_config.yaml:{line}:3: error[ds-config-file-conflict]" in r.stdout
+    assert "accelerate says: 'When using `deepspeed_config_file`" in r.stdout and "Traceback" not in r.stderr
+
+
+def test_import_writes_its_notes_into_the_recipe(tmp_path):
+    from conftest import run_cli
+
+    dest = tmp_path / "mine.yaml"
+    folder = CORPUS / "trl-zero3"
+    r = run_cli("import", "--accelerate-config", str(folder / ENTRIES["trl-zero3"]["files"][0]), "-o", str(dest))
+    text = dest.read_text()
+    assert "# what the import could not carry over or had to decide" in text
+    assert "#   - policy: no trainer config names it; policy.type is unknown" in text
+    assert "policy:\n  type: unknown" in text and r.returncode == 0, r.stdout + r.stderr
+    assert "warning[memory-fit] policy.memory: not checked" in r.stdout

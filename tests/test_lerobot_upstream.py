@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import ROOT, USER_ENV
 
 from registry.compose import Recipe, compose
@@ -155,6 +156,8 @@ def upstream(matrix, tmp_path_factory) -> dict:
             flags = flags_of(render(doc))
             extra = list(pair.flags) if side == "broken" else []
             cases.append({"id": f"{i}/{side}", "args": args_for(flags) + extra})
+    for entry in corpus_entries():  # the teams' own flags, as they are
+        cases.append({"id": f"corpus/{entry['id']}", "args": args_for(shlex.split(entry["args"]))})
     folder = tmp_path_factory.mktemp("lerobot")
     (folder / "cases.json").write_text(json.dumps(cases))
     done = subprocess.run(
@@ -168,6 +171,15 @@ def upstream(matrix, tmp_path_factory) -> dict:
     if USER_ENV.get("RECIPE_LEROBOT_RESULTS"):  # keep LeRobot's verdicts (benchmarks/results/)
         Path(USER_ENV["RECIPE_LEROBOT_RESULTS"]).write_text((folder / "out.json").read_text())
     return {r["id"]: r for r in json.loads((folder / "out.json").read_text())}
+
+
+CORPUS = ROOT / "tests" / "data" / "corpus"
+
+
+def corpus_entries() -> list[dict]:
+    """The corpus's LeRobot command lines (tests/test_corpus.py)."""
+    entries = yaml.safe_load((CORPUS / "manifest.yaml").read_text())["entries"]
+    return [e for e in entries if e.get("trainer") == "lerobot"]
 
 
 def render(doc: dict) -> dict[str, str]:
@@ -244,3 +256,14 @@ def test_broken_recipe_fails_both_and_its_twin_passes_both(upstream, i):
     assert registry_rules(pair, "fixed") == set()
     fixed = upstream[f"{i}/fixed"]
     assert fixed["ok"], f"{fixed['stage']}: {fixed['error']} {fixed.get('cause') or ''}"
+
+
+@pytest.mark.parametrize("entry", corpus_entries(), ids=lambda e: e["id"])
+def test_corpus_trainer_verdicts_are_lerobots(upstream, entry):
+    """Where the corpus records that LeRobot refuses a team's flags (tests/test_corpus.py then wants
+    a registry error), LeRobot's own parser refuses them; everywhere else it accepts them."""
+    result = upstream[f"corpus/{entry['id']}"]
+    recorded = entry.get("trainer_verdict", {"accepted": True})
+    assert result["ok"] == recorded["accepted"], f"{result['stage']}: {result['error']}"
+    if not recorded["accepted"]:
+        assert recorded["error"] in result["error"]

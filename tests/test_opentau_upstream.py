@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import ROOT, USER_ENV
 
 from registry.compose import compose
@@ -182,6 +183,16 @@ def upstream(matrix, tmp_path_factory) -> dict:
 def render(matrix, root: Path) -> tuple[list[dict], dict[str, str]]:
     """The cases for OpenTau, and the recipes the registry could not even render."""
     cases = [case(name, root / f"cell{n}", matrix[name].bundle.files) for n, name in enumerate(opentau_cells(matrix))]
+    for entry in corpus_entries():  # the teams' own files, as they are
+        folder = CORPUS / entry["id"]
+        cases.append(
+            {
+                "id": f"corpus/{entry['id']}",
+                "config": str(folder / entry["trainer_config"]),
+                "accelerate_config": str(folder / entry["files"][0]),
+                "args": [],
+            }
+        )
     failed = {}
     for n, pair in enumerate(PAIRS):
         for side, cell, overrides in (
@@ -195,6 +206,15 @@ def render(matrix, root: Path) -> tuple[list[dict], dict[str, str]]:
                 continue
             cases.append(case(f"{pair.id}/{side}", root / f"pair{n}-{side}", files))
     return cases, failed
+
+
+CORPUS = ROOT / "tests" / "data" / "corpus"
+
+
+def corpus_entries() -> list[dict]:
+    """The corpus's OpenTau configurations (tests/test_corpus.py)."""
+    entries = yaml.safe_load((CORPUS / "manifest.yaml").read_text())["entries"]
+    return [e for e in entries if e.get("trainer") == "opentau"]
 
 
 def verdict(result) -> str:
@@ -255,3 +275,20 @@ def test_fixed_twin_passes_both(upstream, pair):
     if verdict(result := upstream[f"{pair.id}/fixed"]) != "ok":
         problems.append(f"OpenTau: {verdict(result)}")
     assert not problems, f"{cell} {' '.join(pair.fixed)}:\n  " + "\n  ".join(problems)
+
+
+LIBRARIES = json.loads((CORPUS / "verdicts.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "entry", [e for e in corpus_entries() if LIBRARIES[e["id"]]["accepted"]], ids=lambda e: e["id"]
+)
+def test_corpus_trainer_verdicts_are_opentaus(upstream, entry):
+    """Where the corpus records that OpenTau refuses a team's configuration (tests/test_corpus.py
+    then wants a registry error), OpenTau's own code refuses it; everywhere else it accepts it.
+    Entries accelerate or DeepSpeed refuse already are theirs to judge, not OpenTau's."""
+    result = upstream[f"corpus/{entry['id']}"]
+    recorded = entry.get("trainer_verdict", {"accepted": True})
+    assert result["ok"] == recorded["accepted"], verdict(result)
+    if not recorded["accepted"]:
+        assert recorded["error"] in result["error"]

@@ -101,7 +101,10 @@ def _located(problem, located: dict, temporary: str, decided: str):
             path = path[:-1]
         if path:
             return located[path]
-        below = sorted(v for k, v in located.items() if dotted and k[: len(split(dotted))] == split(dotted) and v)
+        below = sorted(
+            (v for k, v in located.items() if dotted and k[: len(split(dotted))] == split(dotted) and v),
+            key=lambda origin: [int(p) if p.isdigit() else p for p in origin.rsplit(":", 2)],
+        )
         if below:
             return below[0]  # a section the rule names as a whole: the first of its keys in the team's file
         return decided if origin and origin.startswith(temporary) else origin

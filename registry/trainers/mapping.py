@@ -372,7 +372,8 @@ class Reader:
             return
         spellings = [prefix + table.path(s) for s in (row.foreign, *row.aliases)]
         read = [(p, self._claim(state, p)) for p in spellings]
-        read = [(p, found) for p, found in read if found is not MISSING]
+        # `key: null` in the owner's file means "not set" there, unless null is a value the recipe keeps
+        read = [(p, found) for p, found in read if found is not MISSING and (found is not None or row.null)]
         if not read:
             if row.absent is not MISSING and isinstance(lookup(state.foreign, path[:-1]), dict):
                 self._pending.append((split(row.recipe), row.absent))
