@@ -523,6 +523,11 @@ def all_verdicts(ids=None) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--spec"]:
+        # other folders, e.g. what the registry resolved from an entry: [{"key", "dir", "entry"}] -> {key: verdict}
+        spec = json.loads(Path(argv[1]).read_text())
+        print(json.dumps({item["key"]: verdict(item["dir"], item["entry"]) for item in spec}, sort_keys=True))
+        return 0
     write = "--write" in argv
     ids = [a for a in argv if a != "--write"]
     start = time.perf_counter()

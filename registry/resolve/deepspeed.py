@@ -103,6 +103,9 @@ TABLE = Table(
             "zero_optimization.gather_16bit_weights_on_model_save",
             "zero_optimization.stage3_gather_fp16_weights_on_model_save",
         ),
+        # accelerate's plugin reads only the stage3_ spelling (zero3_save_16bit_model) and saw false
+        alias_note="DeepSpeed's spelling, which accelerate does not read (it took zero3_save_16bit_model as"
+        " false); the recipe writes stage3_gather_16bit_weights_on_model_save, which both read",
         absent=lambda recipe: False if _stage3(recipe) else MISSING,
     ),
     Computed(

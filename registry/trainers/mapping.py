@@ -58,6 +58,7 @@ class Field:
     emit: bool = True  # False: a spelling import reads and resolve never writes
     exclusive: bool = False  # import reads the key only where `when` holds for the recipe imported so far
     note: str = ""  # said on import whenever the key is read
+    alias_note: str = ""  # said on import when the key was read through one of its aliases
 
 
 @dataclass(frozen=True)
@@ -386,6 +387,8 @@ class Reader:
             return
         if row.note:
             self.notes.append(f"{state.source} {join(where)}: {row.note}")
+        if row.alias_note and where != spellings[0]:
+            self.notes.append(f"{state.source} {join(where)}: {row.alias_note}")
         # a flag's text goes to the row's converter as written, else decoded as flag_value spells values
         try:
             converted = decode_flag(found) if table.flags and row.back is _same else row.back(found)
