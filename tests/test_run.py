@@ -265,3 +265,68 @@ def test_a_trainer_environment_that_cannot_run_it_fails_before_launch(tmp_path, 
     assert "has no lerobot" in lines[0] or "no Python" in lines[0]
     assert "pip install 'lerobot==0.6.1'" in lines[0] and "Traceback" not in r.stderr
     assert not (tmp_path / "run").exists()
+
+
+# --- output that nobody reads, a log that cannot grow ------------------------------------------
+
+LOUD = """#!/usr/bin/env bash
+for i in $(seq 1 20000); do echo "line $i of a chatty trainer, padded to fill pipes quickly"; done
+echo "the end"
+"""
+
+
+def test_a_reader_that_goes_away_does_not_hang_the_run(tmp_path, standin):
+    """`recipe run X | head -c 100`: the run finishes (its output in launch.log) instead of
+    blocking forever on a full pipe."""
+    env, _ = standin
+    program = Path(env["PATH"].split(os.pathsep)[0]) / "opentau-train"
+    program.write_text(LOUD)
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "registry", "run", "pi07/zero2/8xA100", "--allow-hardware-mismatch"]
+        + ["--output-dir", str(run_dir)],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert len(proc.stdout.read(100)) == 100
+    proc.stdout.close()  # the reader goes away, as head does
+    assert proc.wait(timeout=60) == 0
+    err = proc.stderr.read().decode()
+    assert "the output's reader went away" in err and "Traceback" not in err
+    assert (run_dir / "launch.log").read_text().splitlines()[-1] == "the end"
+
+
+def test_a_log_that_cannot_grow_neither_stops_the_copy_nor_the_echo(capfdbinary):
+    """A full disk under launch.log: the echo goes on, the pipe is drained, one line says why."""
+    import errno
+    import io
+    import threading
+
+    from registry.run.supervise import _copy
+
+    class Full:
+        def __init__(self):
+            self.kept = b""
+
+        def write(self, chunk):
+            if len(self.kept) > 10:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.kept += chunk
+
+        def flush(self):
+            pass
+
+    class Chunks(io.RawIOBase):
+        def __init__(self, parts):
+            self.parts = list(parts)
+
+        def read1(self, n):
+            return self.parts.pop(0) if self.parts else b""
+
+    log, broken = Full(), {}
+    _copy(Chunks([b"first line\n", b"second\n", b"third\n"]), log, threading.Lock(), True, broken)
+    out, err = capfdbinary.readouterr()
+    assert out == b"first line\nsecond\nthird\n" and log.kept == b"first line\n"
+    assert broken == {"log": True} and b"launch.log stopped (No space left on device)" in err

@@ -26,7 +26,8 @@ def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path, echo:
         )
         for argv, env in commands
     ]
-    pumps = [threading.Thread(target=_copy, args=(p.stdout, log, lock, echo), daemon=True) for p in procs]
+    broken: dict[str, bool] = {}  # what stopped taking output: "stdout", "log"
+    pumps = [threading.Thread(target=_copy, args=(p.stdout, log, lock, echo, broken), daemon=True) for p in procs]
     for pump in pumps:
         pump.start()
     stopping: list[int] = []
@@ -64,15 +65,45 @@ def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path, echo:
     return 128 - failure if failure < 0 else failure
 
 
-def _copy(stream, log, lock, echo: bool) -> None:
+def _copy(stream, log, lock, echo: bool, broken: dict[str, bool]) -> None:
+    """Copy a launcher's output to ours and to launch.log until it ends. The pipe is always drained,
+    whatever fails: a rank blocked on a full pipe would hang the run. A closed reader (`| head`)
+    stops the echo, a full disk stops the log; each says so once on stderr."""
     out = sys.stdout.buffer
     for chunk in iter(lambda: stream.read1(65536), b""):
         with lock:
-            if echo:
-                out.write(chunk)
-                out.flush()
-            log.write(chunk)
-            log.flush()
+            if echo and not broken.get("stdout"):
+                try:
+                    out.write(chunk)
+                    out.flush()
+                except OSError:  # BrokenPipeError included
+                    broken["stdout"] = True
+                    _quiet_stdout()
+                    _say("recipe: the output's reader went away; the run goes on, its output in launch.log")
+            if not broken.get("log"):
+                try:
+                    log.write(chunk)
+                    log.flush()
+                except OSError as e:
+                    broken["log"] = True
+                    _say(f"recipe: launch.log stopped ({e.strerror or e}); the run goes on")
+
+
+def _quiet_stdout() -> None:
+    """Point our stdout at /dev/null, so nothing written to it later (or flushed at exit) fails."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):
+        pass
+
+
+def _say(text: str) -> None:
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 def _signal_all(procs, sig: int) -> None:
