@@ -330,3 +330,49 @@ def test_a_log_that_cannot_grow_neither_stops_the_copy_nor_the_echo(capfdbinary)
     out, err = capfdbinary.readouterr()
     assert out == b"first line\nsecond\nthird\n" and log.kept == b"first line\n"
     assert broken == {"log": True} and b"launch.log stopped (No space left on device)" in err
+
+
+# --- run folders and resume pre-checks -----------------------------------------------------------
+
+
+def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path):
+    """16 claims at once, as 16 `recipe run`s into the default folder: 16 distinct folders."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from registry.compose import compose
+    from registry.run import fresh_run_dir
+
+    recipe = compose("tiny/ddp/cpu")
+    with ThreadPoolExecutor(16) as pool:
+        folders = list(pool.map(lambda _: fresh_run_dir(recipe, None, tmp_path), range(16)))
+    assert len(set(folders)) == 16 and all(f.is_dir() for f in folders)
+
+
+def test_resume_without_a_folder_takes_the_newest_run(tmp_path):
+    from registry.run import _run_order
+
+    names = ["20261126-101500-10", "20261126-101500-9", "20261126-101500", "20261126-101500-2"]
+    newest = max((tmp_path / n for n in names), key=_run_order)
+    assert newest.name == "20261126-101500-10"
+
+
+@pytest.mark.parametrize("case", ["malformed-lock", "not-resumable", "output-is-a-file", "resolve-onto-a-file"])
+def test_bad_resume_and_output_paths_are_one_line(tmp_path, case):
+    run_dir = tmp_path / "run"
+    args = ["run", "tiny/ddp/cpu", "--output-dir", str(run_dir)]
+    if case == "malformed-lock":
+        (run_dir / "checkpoints" / "last").mkdir(parents=True)
+        (run_dir / "recipe.lock.yaml").write_text("resolved: [unclosed\n")
+        args = ["run", "tiny/ddp/cpu", "--resume", str(run_dir)]
+        expected = "recipe.lock.yaml: not a recipe lock this run wrote"
+    elif case == "not-resumable":
+        args = ["run", "tiny/ddp/cpu", "train.checkpoint.resumable=false", "--resume", str(run_dir)]
+        expected = "train.checkpoint.resumable is false"
+    else:
+        run_dir.write_text("a file")
+        expected = "is a file, not a folder"
+        if case == "resolve-onto-a-file":
+            args = ["resolve", "tiny/ddp/cpu", "-o", str(run_dir)]
+    r = run_cli(*args)
+    assert r.returncode == 2, r.stderr
+    assert expected in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr

@@ -4,6 +4,7 @@ launch, stream the output, pass the exit code through, and stop every rank on Ct
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import time
@@ -39,24 +40,44 @@ def checked(target: str, overrides: list[str]) -> tuple[Recipe, Bundle]:
 
 
 def write_bundle(bundle: Bundle, folder: Path) -> None:
-    for name, text in bundle.files.items():
-        write_atomic(folder / name, text, 0o755 if name.endswith(".sh") else 0o644)
+    if folder.exists() and not folder.is_dir():
+        raise RecipeError(f"{folder}: is a file, not a folder (hint: -o names the folder to write into)")
+    try:
+        for name, text in bundle.files.items():
+            write_atomic(folder / name, text, 0o755 if name.endswith(".sh") else 0o644)
+    except OSError as e:
+        raise RecipeError(f"{folder}: cannot write the resolved files: {e.strerror or e}") from None
 
 
 def fresh_run_dir(recipe: Recipe, output_dir: str | None, base: Path = Path("runs")) -> Path:
+    """A new run folder, claimed with an exclusive mkdir so that two runs started in the same
+    second never share one."""
     if output_dir:
         folder = Path(output_dir)
+        if folder.exists() and not folder.is_dir():
+            raise RecipeError(f"{folder}: is a file, not a folder (hint: pick a new --output-dir)")
         if folder.exists() and any(folder.iterdir()):
             raise RecipeError(f"{folder}: exists and is not empty (hint: pick a new --output-dir, or --resume later)")
-    else:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        base = _runs_of(recipe, base)
-        folder, n = base / stamp, 1
-        while folder.exists():
-            n += 1
-            folder = base / f"{stamp}-{n}"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+        _mkdir(folder, exist_ok=True)
+        return folder
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = _runs_of(recipe, base)
+    _mkdir(base, exist_ok=True)
+    for n in range(1, 10_000):
+        folder = base / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+    raise RecipeError(f"{base}: no free run folder for {stamp} (hint: --output-dir)")
+
+
+def _mkdir(folder: Path, exist_ok: bool) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=exist_ok)
+    except OSError as e:
+        raise RecipeError(f"{folder}: cannot create the run folder: {e.strerror or e}") from None
 
 
 def launch_env(bundle: Bundle) -> dict[str, str]:
@@ -130,13 +151,24 @@ def _resumable(recipe: Recipe, bundle: Bundle, where: str) -> Path:
     kind = recipe.data["trainer"]["kind"]
     if kind not in _LAST_STATE:
         raise RecipeError(f"--resume drives the built-in and LeRobot trainers, not {kind}")
+    if not view.of(recipe.data).train.checkpoint.resumable:
+        raise RecipeError(
+            f"{recipe.name}: train.checkpoint.resumable is false, so its checkpoints hold no optimizer state to"
+            " resume from (hint: start a new run)"
+        )
     folder = Path(where) if where else _latest_run(recipe)
     lock_file = folder / "recipe.lock.yaml"
     if not lock_file.is_file():
         raise RecipeError(f"{folder}: not a run directory (no recipe.lock.yaml)")
+    try:
+        resolved = yaml.safe_load(lock_file.read_text())["resolved"]
+    except (OSError, yaml.YAMLError, TypeError, KeyError) as e:
+        raise RecipeError(
+            f"{lock_file}: not a recipe lock this run wrote ({type(e).__name__}); cannot resume"
+        ) from None
     if not (folder / _LAST_STATE[kind]).is_file():
         raise RecipeError(f"{folder}: no checkpoint to resume from ({_LAST_STATE[kind]})")
-    if yaml.safe_load(lock_file.read_text())["resolved"] != recipe.data:
+    if resolved != recipe.data:
         raise RecipeError(
             f"{folder}: the recipe resolves differently from when this run started (hint: pass the same name and overrides)"
         )
@@ -148,9 +180,16 @@ def _runs_of(recipe: Recipe, base: Path = Path("runs")) -> Path:
     return base / recipe.name.replace("/", "_").replace(":", "_").replace("@", "_v")
 
 
+def _run_order(folder: Path) -> tuple:
+    """runs/NAME/<stamp>[-n]: by time stamp, then n as a number (-10 after -9)."""
+    match = re.fullmatch(r"(\d{8}-\d{6})(?:-(\d+))?", folder.name)
+    return (match.group(1), int(match.group(2) or 1)) if match else (folder.name, 0)
+
+
 def _latest_run(recipe: Recipe) -> Path:
     base = _runs_of(recipe)
-    runs = sorted(p for p in base.glob("*") if (p / "recipe.lock.yaml").is_file()) if base.is_dir() else []
+    found = [p for p in base.glob("*") if (p / "recipe.lock.yaml").is_file()] if base.is_dir() else []
+    runs = sorted(found, key=_run_order)
     if not runs:
         raise RecipeError(f"no earlier run of {recipe.name} under {base} (hint: --resume DIR)")
     return runs[-1]
