@@ -376,3 +376,31 @@ def test_bad_resume_and_output_paths_are_one_line(tmp_path, case):
     r = run_cli(*args)
     assert r.returncode == 2, r.stderr
     assert expected in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP], ids=["SIGKILL", "SIGHUP"])
+def test_ranks_die_with_their_launcher(tmp_path, standin, sig):
+    """The terminal closes (SIGHUP) or `recipe run` is killed outright (SIGKILL): within 5 s no
+    process of the launch is left."""
+    env, out = standin
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "registry", "run", "pi07/zero2/8xA100", "--allow-hardware-mismatch"]
+        + ["--output-dir", str(tmp_path / "run")],
+        cwd=ROOT,
+        env={**os.environ, **env, "STANDIN_SLEEP": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 30
+    while not (out / "started").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    assert (out / "started").exists(), "stand-in never started"
+    child = int((out / "child").read_text())
+    proc.send_signal(sig)
+    proc.wait(timeout=30)
+    for _ in range(100):
+        if not os.path.exists(f"/proc/{child}") or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"rank {child} outlived `recipe run` by 5 s after {sig.name}")

@@ -13,10 +13,41 @@ from pathlib import Path
 
 GRACE_S = 10.0  # between SIGTERM to the ranks and SIGKILL
 
+# A watchdog in a session of its own holds the read end of a pipe whose write end only this process
+# has. When this process ends in any way, SIGKILL included, the pipe reaches end of file and the
+# watchdog stops every launch group: the ranks die with their launcher. A clean end writes "done".
+WATCHDOG = """
+import os, signal, sys, time
+for s in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+    signal.signal(s, signal.SIG_IGN)
+groups = [int(g) for g in sys.argv[1:]]
+if sys.stdin.buffer.read() == b"done":
+    sys.exit(0)
+def alive():
+    found = []
+    for g in groups:
+        try:
+            os.killpg(g, 0)
+            found.append(g)
+        except OSError:
+            pass
+    return found
+for sig, wait in ((signal.SIGTERM, float(os.environ.get("GRACE_S", "10"))), (signal.SIGKILL, 0)):
+    for g in alive():
+        try:
+            os.killpg(g, sig)
+        except OSError:
+            pass
+    end = time.time() + wait
+    while alive() and time.time() < end:
+        time.sleep(0.1)
+"""
+
 
 def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path, echo: bool = True) -> int:
     """Run each command in its own process group, copy their output to ours and to launch.log.
-    The first failure, SIGINT or SIGTERM stops every group (SIGTERM, then SIGKILL after GRACE_S);
+    The first failure, SIGINT, SIGTERM or SIGHUP stops every group (SIGTERM, then SIGKILL after
+    GRACE_S), and so does the watchdog when this process dies without a word (SIGKILL);
     the exit code is the first failure's, 128+signal when stopped, else 0."""
     log = open(cwd / "launch.log", "ab")  # noqa: SIM115 (closed in the finally below)
     lock = threading.Lock()
@@ -26,6 +57,12 @@ def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path, echo:
         )
         for argv, env in commands
     ]
+    watchdog = subprocess.Popen(
+        [sys.executable, "-c", WATCHDOG, *(str(p.pid) for p in procs)],
+        stdin=subprocess.PIPE,
+        start_new_session=True,
+        env={**os.environ, "GRACE_S": str(GRACE_S)},
+    )
     broken: dict[str, bool] = {}  # what stopped taking output: "stdout", "log"
     pumps = [threading.Thread(target=_copy, args=(p.stdout, log, lock, echo, broken), daemon=True) for p in procs]
     for pump in pumps:
@@ -42,7 +79,9 @@ def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path, echo:
         _signal_all(procs, signal.SIGTERM)
         deadline.start()
 
-    previous = {s: signal.signal(s, lambda signum, frame: stop(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
+    # SIGHUP: the terminal closed; stop the ranks as for Ctrl-C
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, lambda signum, frame: stop(signum)) for s in stops}
     failure = 0
     try:
         while any(p.poll() is None for p in procs):
@@ -55,6 +94,10 @@ def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path, echo:
             pump.join()
         _signal_all(procs, signal.SIGKILL)  # no rank outlives its launcher
     finally:
+        try:  # every group has ended (or was killed above): the watchdog has nothing to do
+            watchdog.communicate(b"done", timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            watchdog.kill()
         deadline.cancel()
         for s, handler in previous.items():
             signal.signal(s, handler)
