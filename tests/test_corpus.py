@@ -118,7 +118,7 @@ def test_every_key_is_mapped_or_reported(entry_id):
     if result is None:
         return  # refused as a whole, with one message (test_no_false_alarm_and_every_refusal_caught)
     entry, notes = ENTRIES[entry_id], "\n".join(result.notes)
-    landed = {where(origin) for origin in result.located.values() if origin}
+    landed = {where(origin) for origin in result.notes.located.values() if origin}
     lost = []
     for name in entry["files"]:
         path = CORPUS / entry_id / name

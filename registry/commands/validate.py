@@ -77,7 +77,7 @@ def _setup(args, overrides: list[str]) -> int:
     report.target = imported.origin
     report.problems = list(imported.notes.conflicts) + report.problems
     decided = f"decided by the import of {imported.origin}"
-    report.problems = [_located(p, imported.located, str(dest), decided) for p in report.problems]
+    report.problems = [_located(p, imported.notes.located, str(dest), decided) for p in report.problems]
     if not args.quiet:
         for note in imported.notes:
             print(f"note: {note}", file=sys.stderr)

@@ -14,7 +14,7 @@ bundled part's facts.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -52,7 +52,6 @@ class Imported:
     part: str | None  # the policy part the recipe extends
     notes: Notes
     origin: str  # the files it came from, for the recipe's summary
-    located: dict[tuple, str] = field(default_factory=dict)  # recipe path -> where in the team's files
 
 
 def read(setup: Setup) -> Imported:
@@ -84,7 +83,7 @@ def read(setup: Setup) -> Imported:
             " memory estimate is skipped (--trainer, or --policy to extend a bundled part)"
         )
     finish(recipe, notes)
-    return Imported(recipe, part, notes, origin, dict(notes.located))
+    return Imported(recipe, part, notes, origin)
 
 
 def render(imported: Imported, name: str, dest: Path) -> str:
