@@ -304,7 +304,7 @@ def test_a_log_that_cannot_grow_neither_stops_the_copy_nor_the_echo(capfdbinary)
     import io
     import threading
 
-    from registry.run.supervise import _copy
+    from registry.run.supervise import Output, _copy
 
     class Full:
         def __init__(self):
@@ -325,11 +325,11 @@ def test_a_log_that_cannot_grow_neither_stops_the_copy_nor_the_echo(capfdbinary)
         def read1(self, n):
             return self.parts.pop(0) if self.parts else b""
 
-    log, broken = Full(), {}
-    _copy(Chunks([b"first line\n", b"second\n", b"third\n"]), log, threading.Lock(), True, broken)
+    log, output = Full(), Output(echo=True)
+    _copy(Chunks([b"first line\n", b"second\n", b"third\n"]), log, threading.Lock(), output)
     out, err = capfdbinary.readouterr()
     assert out == b"first line\nsecond\nthird\n" and log.kept == b"first line\n"
-    assert broken == {"log": True} and b"launch.log stopped (No space left on device)" in err
+    assert output.broken == {"log": True} and b"launch.log stopped (No space left on device)" in err
 
 
 # --- run folders and resume pre-checks -----------------------------------------------------------
@@ -349,10 +349,10 @@ def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path):
 
 
 def test_resume_without_a_folder_takes_the_newest_run(tmp_path):
-    from registry.run import _run_order
+    from registry.run.resume import run_order
 
     names = ["20261126-101500-10", "20261126-101500-9", "20261126-101500", "20261126-101500-2"]
-    newest = max((tmp_path / n for n in names), key=_run_order)
+    newest = max((tmp_path / n for n in names), key=run_order)
     assert newest.name == "20261126-101500-10"
 
 
@@ -399,8 +399,157 @@ def test_ranks_die_with_their_launcher(tmp_path, standin, sig):
     proc.send_signal(sig)
     proc.wait(timeout=30)
     for _ in range(100):
-        if not os.path.exists(f"/proc/{child}") or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z":
+        if not alive(child):
             break
         time.sleep(0.05)
     else:
         pytest.fail(f"rank {child} outlived `recipe run` by 5 s after {sig.name}")
+
+
+def alive(pid: int) -> bool:
+    """A process that has not ended (a zombie has ended: it waits only for its parent to look)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+# --- resume: which checkpoint, which changes, one run per folder -----------------------------------
+RESUME_ARGS = ["train.steps=12", "train.checkpoint.every=6"]
+
+
+@pytest.fixture
+def ended_run(tmp_path):
+    """A run folder as the built-in trainer leaves it after 12 steps, checkpoints at 6 and 12 (the
+    files are stand-ins; trainer_state.json lists them as the trainer does)."""
+    from registry.train import state
+
+    run_dir = tmp_path / "run"
+    assert run_cli("resolve", "tiny/ddp/cpu", *RESUME_ARGS, "-o", str(run_dir)).returncode == 0
+    for step in (6, 12):
+        folder = run_dir / "checkpoints" / f"{step:06d}"
+        (folder / "state").mkdir(parents=True)
+        (folder / "state" / "optimizer.bin").write_bytes(b"x" * 1000)
+        (folder / "model.safetensors").write_bytes(b"y" * 500)
+        state.write(folder, step)
+    (run_dir / "checkpoints" / "last").symlink_to("000012")
+    return run_dir
+
+
+def resume(run_dir, *overrides):
+    return run_cli("run", "tiny/ddp/cpu", *RESUME_ARGS, *overrides, "--resume", str(run_dir))
+
+
+def test_resuming_a_finished_run_says_so_and_trains_nothing(ended_run):
+    r = resume(ended_run)
+    assert r.returncode == 0, r.stderr
+    assert "finished at step 12; nothing to resume" in r.stderr and "train.steps=N with N > 12" in r.stderr
+    assert not (ended_run / "metrics.jsonl").exists()
+    past = resume(ended_run, "train.steps=10")
+    assert past.returncode == 2 and "past train.steps=10" in past.stderr
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda f: (f / "state" / "optimizer.bin").write_bytes(b"x" * 10), "state/optimizer.bin has 10 bytes, 1000"),
+        (lambda f: (f / "model.safetensors").unlink(), "model.safetensors is missing"),
+        (lambda f: (f / "trainer_state.json").write_text('{"step": '), "trainer_state.json is unreadable"),
+        (lambda f: (f / "trainer_state.json").write_text('["step"]'), "trainer_state.json holds no step"),
+        (
+            lambda f: (f / "trainer_state.json").write_text('{"step": 7}'),
+            "trainer_state.json says step 7, its folder 000012",
+        ),
+    ],
+    ids=["truncated", "missing-file", "malformed-state", "no-step", "step-not-the-folders"],
+)
+def test_a_damaged_last_checkpoint_is_skipped_with_a_warning(ended_run, damage, why, capsys):
+    """The newest checkpoint is damaged: the resume names what is wrong and goes back to the
+    previous complete one; with none left it stops in one line."""
+    from registry.run.resume import _checkpoint
+
+    damage(ended_run / "checkpoints" / "000012")
+    assert _checkpoint(ended_run, "") == ("checkpoints/000006", 6)
+    assert f"skipping {ended_run / 'checkpoints' / '000012'}: {why}" in capsys.readouterr().err
+    shutil.rmtree(ended_run / "checkpoints" / "000006")
+    r = resume(ended_run, "train.steps=13")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1].endswith("no complete checkpoint to resume from (1 damaged or incomplete)")
+
+
+def test_resume_refuses_changes_to_the_saved_state_naming_each(ended_run):
+    r = resume(ended_run, "train.optimizer.lr=0.5", "backend=zero2", "train.micro_batch_size=3")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    for field in ("train.optimizer.lr: 0.001 -> 0.5", "backend.kind: 'ddp' -> 'deepspeed'", "backend.zero_stage"):
+        assert field in r.stderr, r.stderr
+    assert "train.micro_batch_size" in r.stderr and "recipe.name" not in r.stderr
+    assert "a resume may change only recipe, results, train.steps," in r.stderr
+
+
+def test_one_launch_per_run_folder(ended_run):
+    """A second `recipe run --resume` of a run that is still going is refused (launch.log is locked
+    for as long as a launch lives)."""
+    from registry.run.supervise import hold
+
+    log = hold(ended_run)
+    try:
+        r = resume(ended_run, "train.steps=24")
+        assert r.returncode == 2 and "a run is going on in this folder" in r.stderr, r.stderr
+    finally:
+        log.close()
+
+
+def test_a_terminal_sees_a_progress_bar_and_ctrl_c_ends_in_one_line(tmp_path):
+    """`recipe run` under a pseudo-terminal, with real ranks: rank 0's bar reaches the terminal and
+    updates; a second launch into the running folder is refused; Ctrl-C ends in one line that
+    says how to go on, the launchers' tracebacks left to launch.log."""
+    import pty
+    import select
+
+    from conftest import free_port
+
+    run_dir = tmp_path / "run"
+    args = ["tiny/ddp/cpu", "train.steps=100000", "train.log_every=1", "train.checkpoint.every=3"]
+    args += [f"launch.main_process_port={free_port()}"]
+    master, terminal = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "registry", "run", *args, "--output-dir", str(run_dir)],
+        cwd=ROOT,
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+    )
+    os.close(terminal)
+    seen = b""
+
+    def read(until, seconds):
+        nonlocal seen
+        end = time.time() + seconds
+        while time.time() < end and not until():
+            if select.select([master], [], [], 0.5)[0]:
+                try:
+                    seen += os.read(master, 65536)
+                except OSError:  # the terminal's other side has closed: the run has ended
+                    return
+
+    try:
+        read(lambda: seen.count(b"\r") >= 5 and (run_dir / "checkpoints" / "last").exists(), 180)
+        assert seen.count(b"\r") >= 5, seen.decode(errors="replace")[-2000:]
+        second = run_cli("run", *args, "--resume", str(run_dir))
+        assert second.returncode == 2 and "a run is going on in this folder" in second.stderr, second.stderr
+        before = len(seen)
+        proc.send_signal(signal.SIGINT)
+        read(lambda: proc.poll() is not None, 60)
+        assert proc.wait(timeout=30) == 130
+        read(lambda: False, 1)
+    finally:
+        proc.kill()
+        os.close(master)
+    text = seen.decode(errors="replace")
+    assert "step/s" in text and "/100000" in text  # tqdm's bar: steps of the total, rate
+    after = seen[before:].decode(errors="replace").replace("\r", "\n")
+    lines = [line for line in after.splitlines() if line.strip()]
+    assert lines[-1].startswith("recipe: stopped (exit 130); the ranks' output is in"), after
+    assert f"go on with: recipe run {' '.join(args)} --resume {run_dir}" in lines[-1]
+    assert "Traceback" not in text
+    assert "\r" not in (run_dir / "launch.log").read_text()  # the log keeps each line's last state

@@ -1,8 +1,10 @@
 """The built-in trainer for real: 2 processes over gloo on this CPU host, under DDP, ZeRO-2 and
-ZeRO-3; crash and resume; consolidated checkpoints loaded into a fresh policy."""
+ZeRO-3; crash and resume, a finished run extended to twice its steps, a damaged checkpoint passed
+over; consolidated checkpoints loaded into a fresh policy."""
 
 import functools
 import json
+import shutil
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -15,7 +17,9 @@ from registry.train import CRASH_AFTER
 from registry.train.policy import build
 
 BACKENDS = ["ddp", "zero2", "zero3"]
-STEPS = ["train.steps=12", "train.log_every=1", "train.checkpoint.every=6"]
+# One schedule for 12 and 24 steps (decay_steps would otherwise follow train.steps), so that a run
+# of 12 steps extended to 24 can match one of 24.
+STEPS = ["train.steps=12", "train.log_every=1", "train.checkpoint.every=6", "train.scheduler.decay_steps=24"]
 
 
 def records(run: Path) -> list[dict]:
@@ -27,22 +31,26 @@ def losses(run: Path) -> dict[int, float]:
 
 
 def train(*args, env=None) -> None:
-    """`recipe run ARGS`, which must succeed."""
+    """`recipe run ARGS`, which must succeed; its output, a pipe, has no progress bar's carriage returns."""
     r = run_cli("run", *args, env=env, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "\r" not in r.stdout + r.stderr
 
 
 def crash_and_resume(backend: str, base: Path, port: int) -> tuple[Path, Path, list[str]]:
-    """An uninterrupted run, and one that crashes after step 6 and resumes; and their overrides."""
+    """An uninterrupted run of 24 steps, and one of 12 that crashes after step 6, resumes to its end
+    and is then extended to 24; and the 12-step overrides."""
     overrides = [*STEPS, f"launch.main_process_port={port}"]
     whole, broken = base / "whole", base / "broken"
-    train(f"tiny/{backend}/cpu", *overrides, "--output-dir", str(whole))
+    train(f"tiny/{backend}/cpu", *overrides, "train.steps=24", "--output-dir", str(whole))
     crashed = run_cli(
         "run", f"tiny/{backend}/cpu", *overrides, "--output-dir", str(broken), env={CRASH_AFTER: "6"}, timeout=600
     )
     assert crashed.returncode != 0
     assert (broken / "checkpoints" / "last").resolve().name == "000006"
     train(f"tiny/{backend}/cpu", *overrides, "--resume", str(broken))
+    assert max(losses(broken)) == 12
+    train(f"tiny/{backend}/cpu", *overrides, "train.steps=24", "--resume", str(broken))
     return whole, broken, overrides
 
 
@@ -52,6 +60,8 @@ def lazy(base: Path, port: int) -> Path:
         "tiny-lazy/zero3-offload/cpu",
         "train.steps=8",
         "train.log_every=1",
+        "train.checkpoint.every=2",
+        "train.checkpoint.keep=2",
         f"launch.main_process_port={port}",
         "--output-dir",
         str(run),
@@ -112,19 +122,21 @@ def test_two_real_ranks(runs, backend):
         else:
             assert rank["local_param_numel"] == rank["param_numel"]
     seen = losses(whole)
-    assert sorted(seen) == list(range(1, 13))
-    assert seen[12] < 0.8 * seen[1]  # it learns
+    assert sorted(seen) == list(range(1, 25))
+    assert seen[24] < 0.8 * seen[1]  # it learns
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_resume_matches_an_uninterrupted_run(runs, backend):
+    """Crashed after step 6, resumed to its end at 12, then extended to 24 steps: every loss is
+    the uninterrupted 24-step run's."""
     whole, broken, _ = runs[backend].result()
     events = [r.get("event") for r in records(broken)]
-    assert events.count("start") == 1 and events.count("resume") == 1
-    resumed_at = next(r for r in records(broken) if r.get("event") == "resume")
-    assert resumed_at["step"] == 6
+    assert events.count("start") == 1 and events.count("resume") == 2
+    assert [r["step"] for r in records(broken) if r.get("event") == "resume"] == [6, 12]
     a, b = losses(whole), losses(broken)
-    for step in range(7, 13):
+    assert sorted(b) == list(range(1, 25))
+    for step in range(1, 25):
         assert abs(a[step] - b[step]) <= 1e-6, (step, a[step], b[step])
 
 
@@ -150,6 +162,8 @@ def assert_consolidated(run: Path):
 
 def test_lazy_policy_under_zero3_offload(lazy_run):
     assert records(lazy_run)[0]["distributed_type"] == "DEEPSPEED"
+    # train.checkpoint.keep=2: of the checkpoints at 2, 4, 6 and 8 the two newest are left
+    assert sorted(p.name for p in (lazy_run / "checkpoints").iterdir()) == ["000006", "000008", "last"]
     assert_consolidated(lazy_run)
 
 
@@ -163,10 +177,42 @@ def test_two_nodes_on_localhost(nodes_run):
 @pytest.mark.parametrize("backend", ["ddp"])
 def test_resume_refuses_a_changed_recipe(runs, backend):
     _, broken, overrides = runs[backend].result()
-    changed = ["train.steps=13" if o == "train.steps=12" else o for o in overrides]
-    assert changed != overrides
-    r = run_cli("run", f"tiny/{backend}/cpu", *changed, "--resume", str(broken))
-    assert r.returncode == 2 and "resolves differently" in r.stderr
+    r = run_cli(
+        "run", f"tiny/{backend}/cpu", *overrides, "train.steps=30", "train.optimizer.lr=0.5", "--resume", str(broken)
+    )
+    assert r.returncode == 2 and "train.optimizer.lr: 0.001 -> 0.5" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("backend", ["ddp"])
+def test_a_finished_run_is_not_trained_again(runs, backend):
+    _, broken, overrides = runs[backend].result()
+    before = (broken / "metrics.jsonl").read_text()
+    r = run_cli("run", f"tiny/{backend}/cpu", *overrides, "train.steps=24", "--resume", str(broken))
+    assert r.returncode == 0 and "finished at step 24; nothing to resume" in r.stderr
+    assert (broken / "metrics.jsonl").read_text() == before
+
+
+@pytest.mark.parametrize("backend", ["ddp"])
+def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one(runs, backend, tmp_path):
+    """The last checkpoint lost part of a file: the resume says so, starts from the one before,
+    and trains the same losses again."""
+    whole, broken, overrides = runs[backend].result()
+    copy = tmp_path / "copy"
+    shutil.copytree(broken, copy, symlinks=True)
+    damaged = next((copy / "checkpoints" / "000024" / "state").glob("*.bin"), None) or next(
+        p for p in (copy / "checkpoints" / "000024" / "state").rglob("*") if p.is_file()
+    )
+    damaged.write_bytes(damaged.read_bytes()[:100])
+    r = run_cli("run", f"tiny/{backend}/cpu", *overrides, "train.steps=24", "--resume", str(copy), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "skipping" in r.stderr and "000024" in r.stderr and "from step 18" in r.stderr
+    resumed = [r for r in records(copy) if r.get("event") == "resume"]
+    assert resumed[-1]["step"] == 18
+    again = {r["step"]: r["loss"] for r in records(copy)[-12:] if "loss" in r}
+    a = losses(whole)
+    assert sorted(again) == list(range(19, 25))
+    for step in again:
+        assert abs(a[step] - again[step]) <= 1e-6, (step, a[step], again[step])
 
 
 @pytest.mark.parametrize(("kind", "cls"), [("adamw", "AdamW"), ("adam", "Adam"), ("sgd", "SGD")])

@@ -4,13 +4,12 @@ launch, stream the output, pass the exit code through, and stop every rank on Ct
 from __future__ import annotations
 
 import os
-import re
+import shlex
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
-
-import yaml
 
 from registry import view
 from registry.compose import Recipe, compose
@@ -18,10 +17,10 @@ from registry.errors import Exit, RecipeError
 from registry.files import write_atomic
 from registry.resolve import Bundle, resolve
 from registry.run import environment, machine
-from registry.run.supervise import supervise
+from registry.run import resume as resume_
+from registry.run.supervise import hold, supervise
 from registry.topology import nodes
-from registry.train import RESUME
-from registry.trainers import lerobot
+from registry.train import RESUME, TERMINAL
 from registry.validate import validate
 
 
@@ -61,7 +60,7 @@ def fresh_run_dir(recipe: Recipe, output_dir: str | None, base: Path = Path("run
         _mkdir(folder, exist_ok=True)
         return folder
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = _runs_of(recipe, base)
+    base = resume_.runs_of(recipe, base)
     _mkdir(base, exist_ok=True)
     for n in range(1, 10_000):
         folder = base / (stamp if n == 1 else f"{stamp}-{n}")
@@ -132,67 +131,67 @@ def run(
         )
     command = ["bash", "launch.sh"]
     if resume is not None:
-        folder = _resumable(recipe, bundle, resume)
-        env[RESUME] = "checkpoints/last"  # the built-in trainer reads it; LeRobot takes its flags
+        folder = resume_.folder_of(recipe, resume)
+        log = hold(folder)
+        try:
+            plan = resume_.plan(recipe, folder, resume)
+            if plan.step is not None and plan.step >= view.of(recipe.data).train.steps:
+                log.close()
+                return _finished(recipe, plan)
+            if plan.changed:  # only fields a resume may change (resume.MAY_CHANGE): the run continues with them
+                write_bundle(bundle, folder)
+                print(f"recipe: resuming with {', '.join(plan.changed)} changed", file=sys.stderr)
+                scheduler = view.of(recipe.data).train.scheduler
+                if "train.steps" in plan.changed and scheduler.type != "constant" and not scheduler.decay_steps:
+                    print(
+                        "recipe: warning: train.scheduler.decay_steps follows train.steps, so the learning rate"
+                        " now decays over the new length (hint: set train.scheduler.decay_steps to keep one schedule)",
+                        file=sys.stderr,
+                    )
+        except BaseException:
+            log.close()
+            raise
+        env[RESUME] = plan.checkpoint or "checkpoints/last"  # the built-in trainer reads it; LeRobot takes flags
         command += list(bundle.resume_args or ())
-        print(f"recipe: resuming {recipe.name} in {folder}", file=sys.stderr)
+        at = f" from step {plan.step}" if plan.step is not None else ""
+        print(f"recipe: resuming {recipe.name} in {folder}{at}", file=sys.stderr)
     else:
         folder = fresh_run_dir(recipe, output_dir)
+        log = hold(folder)
         write_bundle(bundle, folder)
         print(f"recipe: {recipe.name} in {folder}", file=sys.stderr)
-    return supervise([(command, node_env) for node_env in _local_nodes(recipe.data, env)], folder)
+    if sys.stdout.isatty():  # the ranks write into a pipe; rank 0 draws its bar for our terminal
+        env[TERMINAL] = str(shutil.get_terminal_size().columns)
+    code = supervise([(command, node_env) for node_env in _local_nodes(recipe.data, env)], folder, log=log)
+    if code in (128 + signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGHUP):
+        _stopped(recipe, overrides, folder, code)
+    return code
 
 
-# where each trainer leaves what a resume reads
-_LAST_STATE = {"builtin": "checkpoints/last/trainer_state.json", "lerobot": lerobot.RESUME_CONFIG}
-
-
-def _resumable(recipe: Recipe, bundle: Bundle, where: str) -> Path:
-    kind = recipe.data["trainer"]["kind"]
-    if kind not in _LAST_STATE:
-        raise RecipeError(f"--resume drives the built-in and LeRobot trainers, not {kind}")
-    if not view.of(recipe.data).train.checkpoint.resumable:
+def _finished(recipe: Recipe, plan: resume_.Plan) -> int:
+    steps = view.of(recipe.data).train.steps
+    if plan.step > steps:
         raise RecipeError(
-            f"{recipe.name}: train.checkpoint.resumable is false, so its checkpoints hold no optimizer state to"
-            " resume from (hint: start a new run)"
+            f"{plan.folder}: its checkpoint is at step {plan.step}, past train.steps={steps}"
+            f" (hint: resume with train.steps above {plan.step})"
         )
-    folder = Path(where) if where else _latest_run(recipe)
-    lock_file = folder / "recipe.lock.yaml"
-    if not lock_file.is_file():
-        raise RecipeError(f"{folder}: not a run directory (no recipe.lock.yaml)")
+    print(
+        f"recipe: {recipe.name} in {plan.folder} finished at step {steps}; nothing to resume"
+        f" (hint: add train.steps=N with N > {steps} to train on)",
+        file=sys.stderr,
+    )
+    return Exit.OK
+
+
+def _stopped(recipe: Recipe, overrides: list[str], folder: Path, code: int) -> None:
+    """One line after a stop by signal: where the output went and how to go on."""
+    how = ""
+    if recipe.data["trainer"]["kind"] in ("builtin", "lerobot") and view.of(recipe.data).train.checkpoint.resumable:
+        how = "; go on with: " + shlex.join(["recipe", "run", recipe.name, *overrides, "--resume", str(folder)])
     try:
-        resolved = yaml.safe_load(lock_file.read_text())["resolved"]
-    except (OSError, yaml.YAMLError, TypeError, KeyError) as e:
-        raise RecipeError(
-            f"{lock_file}: not a recipe lock this run wrote ({type(e).__name__}); cannot resume"
-        ) from None
-    if not (folder / _LAST_STATE[kind]).is_file():
-        raise RecipeError(f"{folder}: no checkpoint to resume from ({_LAST_STATE[kind]})")
-    if resolved != recipe.data:
-        raise RecipeError(
-            f"{folder}: the recipe resolves differently from when this run started (hint: pass the same name and overrides)"
-        )
-    return folder
-
-
-def _runs_of(recipe: Recipe, base: Path = Path("runs")) -> Path:
-    """Where the runs of a recipe go: runs/pi07_zero2_8xA100/<timestamp>."""
-    return base / recipe.name.replace("/", "_").replace(":", "_").replace("@", "_v")
-
-
-def _run_order(folder: Path) -> tuple:
-    """runs/NAME/<stamp>[-n]: by time stamp, then n as a number (-10 after -9)."""
-    match = re.fullmatch(r"(\d{8}-\d{6})(?:-(\d+))?", folder.name)
-    return (match.group(1), int(match.group(2) or 1)) if match else (folder.name, 0)
-
-
-def _latest_run(recipe: Recipe) -> Path:
-    base = _runs_of(recipe)
-    found = [p for p in base.glob("*") if (p / "recipe.lock.yaml").is_file()] if base.is_dir() else []
-    runs = sorted(found, key=_run_order)
-    if not runs:
-        raise RecipeError(f"no earlier run of {recipe.name} under {base} (hint: --resume DIR)")
-    return runs[-1]
+        print(f"recipe: stopped (exit {code}); the ranks' output is in {folder / 'launch.log'}{how}", file=sys.stderr)
+    except OSError:
+        pass
 
 
 def _local_nodes(doc: dict, env: dict[str, str]) -> list[dict[str, str]]:

@@ -1,15 +1,20 @@
 """Supervision of launched processes: each in its own process group, their output copied to ours
-and to launch.log, and every group stopped together."""
+and to launch.log, and every group stopped together. The run folder is locked for as long as a
+process of the launch lives (docs/failure-modes.md §37)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+from registry.errors import RecipeError
 
 GRACE_S = 10.0  # between SIGTERM to the ranks and SIGKILL
 
@@ -44,12 +49,31 @@ for sig, wait in ((signal.SIGTERM, float(os.environ.get("GRACE_S", "10"))), (sig
 """
 
 
-def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path, echo: bool = True) -> int:
+def hold(folder: Path):
+    """launch.log, opened to append and locked: one launch per run folder at a time (a second
+    `--resume` of a running run is refused). The watchdog inherits it, so the lock lasts until the
+    last rank is gone, even when `recipe run` itself is killed."""
+    try:
+        log = open(folder / "launch.log", "ab")  # noqa: SIM115 (closed by supervise)
+    except OSError as e:
+        raise RecipeError(f"{folder}: cannot write launch.log: {e.strerror or e}") from None
+    try:
+        fcntl.flock(log.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        log.close()
+        raise RecipeError(
+            f"{folder}: a run is going on in this folder (launch.log is locked) (hint: wait for it to end, or stop it)"
+        ) from None
+    return log
+
+
+def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path, echo: bool = True, log=None) -> int:
     """Run each command in its own process group, copy their output to ours and to launch.log.
     The first failure, SIGINT, SIGTERM or SIGHUP stops every group (SIGTERM, then SIGKILL after
-    GRACE_S), and so does the watchdog when this process dies without a word (SIGKILL);
-    the exit code is the first failure's, 128+signal when stopped, else 0."""
-    log = open(cwd / "launch.log", "ab")  # noqa: SIM115 (closed in the finally below)
+    GRACE_S), and so does the watchdog when this process dies without a word (SIGKILL); once a
+    signal stops the run, the ranks' last words go to launch.log only. The exit code is the first
+    failure's, 128+signal when stopped, else 0."""
+    log = log or hold(cwd)
     lock = threading.Lock()
     procs = [
         subprocess.Popen(
@@ -62,9 +86,10 @@ def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path, echo:
         stdin=subprocess.PIPE,
         start_new_session=True,
         env={**os.environ, "GRACE_S": str(GRACE_S)},
+        pass_fds=(log.fileno(),),  # holds the folder's lock until the ranks are gone
     )
-    broken: dict[str, bool] = {}  # what stopped taking output: "stdout", "log"
-    pumps = [threading.Thread(target=_copy, args=(p.stdout, log, lock, echo, broken), daemon=True) for p in procs]
+    output = Output(echo)
+    pumps = [threading.Thread(target=_copy, args=(p.stdout, log, lock, output), daemon=True) for p in procs]
     for pump in pumps:
         pump.start()
     stopping: list[int] = []
@@ -76,6 +101,8 @@ def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path, echo:
             _signal_all(procs, signal.SIGKILL)  # asked twice: no more waiting
             return
         stopping.append(reason)
+        if reason:
+            output.quiet = True  # the launchers' tracebacks about the signal go to launch.log only
         _signal_all(procs, signal.SIGTERM)
         deadline.start()
 
@@ -102,34 +129,104 @@ def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path, echo:
         for s, handler in previous.items():
             signal.signal(s, handler)
         log.close()
+        output.end_line()
     if stopping and stopping[0]:
         return 128 + stopping[0]
     failure = failure or next((p.returncode for p in procs if p.returncode), 0)
     return 128 - failure if failure < 0 else failure
 
 
-def _copy(stream, log, lock, echo: bool, broken: dict[str, bool]) -> None:
+# A line's time stamp and process id, as logging, DeepSpeed and torch (glog style) print them: two
+# ranks' copies of one warning differ only there.
+_STAMP = re.compile(rb"^(\[\d{4}-\d\d-\d\d [\d:,.]+\]\s*|[IWEF]\d{4} [\d:.]+\s+\d+\s+)")
+REPEAT_S = 10.0  # a line repeated within this many seconds (every rank saying it) is shown once
+
+
+class Output:
+    """What the launchers' output does on our stdout: one copy of a line that every rank prints,
+    the progress bar's carriage returns passed through as they come, nothing once quiet."""
+
+    def __init__(self, echo: bool):
+        self.echo = echo
+        self.quiet = False
+        self.broken: dict[str, bool] = {}  # what stopped taking output: "stdout", "log"
+        self.shown: dict[bytes, float] = {}
+        self.last = b"\n"
+
+    def line(self, text: bytes) -> bytes:
+        """The part of a complete line to show: empty when it repeats a line just shown."""
+        key = _STAMP.sub(b"", text).strip()
+        if not any(c.isalnum() for c in key.decode("utf-8", "replace")):
+            return text
+        now = time.monotonic()
+        if now - self.shown.get(key, -REPEAT_S) < REPEAT_S:
+            return b""
+        self.shown[key] = now
+        return text
+
+    def write(self, data: bytes) -> None:
+        if not data or not self.echo or self.quiet or self.broken.get("stdout"):
+            return
+        try:
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+            self.last = data[-1:]
+        except OSError:  # BrokenPipeError included
+            self.broken["stdout"] = True
+            _quiet_stdout()
+            _say("recipe: the output's reader went away; the run goes on, its output in launch.log")
+
+    def end_line(self) -> None:
+        """End a progress bar's line, so that what we print next starts on a line of its own."""
+        if self.last != b"\n":
+            self.quiet = False
+            self.write(b"\n")
+
+
+def _copy(stream, log, lock, output: Output) -> None:
     """Copy a launcher's output to ours and to launch.log until it ends. The pipe is always drained,
     whatever fails: a rank blocked on a full pipe would hang the run. A closed reader (`| head`)
-    stops the echo, a full disk stops the log; each says so once on stderr."""
-    out = sys.stdout.buffer
+    stops the echo, a full disk stops the log; each says so once on stderr. A progress bar's
+    updates (carriage returns) reach the terminal as they come; launch.log keeps each line's last
+    state only."""
+    pending, shown = b"", 0  # the unfinished line; how much of it the terminal has
     for chunk in iter(lambda: stream.read1(65536), b""):
+        pending += chunk
         with lock:
-            if echo and not broken.get("stdout"):
-                try:
-                    out.write(chunk)
-                    out.flush()
-                except OSError:  # BrokenPipeError included
-                    broken["stdout"] = True
-                    _quiet_stdout()
-                    _say("recipe: the output's reader went away; the run goes on, its output in launch.log")
-            if not broken.get("log"):
-                try:
-                    log.write(chunk)
-                    log.flush()
-                except OSError as e:
-                    broken["log"] = True
-                    _say(f"recipe: launch.log stopped ({e.strerror or e}); the run goes on")
+            while (end := pending.find(b"\n")) >= 0:
+                text, pending = pending[: end + 1], pending[end + 1 :]
+                output.write(text[shown:] if shown else output.line(text))
+                _log(log, _last_state(text), output)
+                shown = 0
+            if b"\r" in pending:  # a bar update: show it now, keep only its last state
+                output.write(pending[shown:])
+                cut = (
+                    pending.rfind(b"\r", 0, len(pending) - 1) + 1
+                    if pending.endswith(b"\r")
+                    else pending.rfind(b"\r") + 1
+                )
+                pending, shown = pending[cut:], len(pending) - cut
+    if pending:
+        with lock:
+            output.write(pending[shown:])
+            _log(log, _last_state(pending), output)
+
+
+def _last_state(text: bytes) -> bytes:
+    """A line redrawn with carriage returns, as it last looked."""
+    parts = [p for p in text.rstrip(b"\n").split(b"\r") if p.strip()]
+    return (parts[-1] if parts else b"") + (b"\n" if text.endswith(b"\n") else b"")
+
+
+def _log(log, data: bytes, output: Output) -> None:
+    if not data or output.broken.get("log"):
+        return
+    try:
+        log.write(data)
+        log.flush()
+    except OSError as e:
+        output.broken["log"] = True
+        _say(f"recipe: launch.log stopped ({e.strerror or e}); the run goes on")
 
 
 def _quiet_stdout() -> None:

@@ -1,17 +1,19 @@
 """Checkpoints: `checkpoints/<step>/` holds model.safetensors (one consolidated file under every
 backend), state/ (accelerate's save_state: optimizer, scheduler, RNG; sharded where the backend
-shards) and trainer_state.json (step). A checkpoint is written under a temporary name and renamed
-when complete; `checkpoints/last` then points at it."""
+shards) and trainer_state.json (step and the size of every file, see state.py). A checkpoint is
+written under a temporary name and renamed when complete; `checkpoints/last` then points at it,
+and checkpoints beyond train.checkpoint.keep, the oldest first, are removed."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
 import torch
+
+from registry.train import state
 
 LAST = "last"
 
@@ -20,7 +22,9 @@ def folder(run_dir: Path, step: int) -> Path:
     return run_dir / "checkpoints" / f"{step:06d}"
 
 
-def save(accelerator, model, run_dir: Path, step: int, *, consolidated: bool, resumable: bool) -> Path:
+def save(
+    accelerator, model, run_dir: Path, step: int, *, consolidated: bool, resumable: bool, keep: int | None = None
+) -> Path:
     final = folder(run_dir, step)
     tmp = final.with_name(f".tmp-{final.name}")
     if accelerator.is_main_process:
@@ -31,21 +35,30 @@ def save(accelerator, model, run_dir: Path, step: int, *, consolidated: bool, re
         with _fsdp1_full_state(accelerator):
             accelerator.save_state(str(tmp / "state"))
     if consolidated:
-        state = accelerator.get_state_dict(model)  # every rank takes part in the gather
+        weights = accelerator.get_state_dict(model)  # every rank takes part in the gather
         if accelerator.is_main_process:
             from safetensors.torch import save_file
 
-            save_file({k: v.detach().to("cpu").contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"))
+            save_file({k: v.detach().to("cpu").contiguous() for k, v in weights.items()}, str(tmp / "model.safetensors"))
     # every rank has written its part (save_state writes per-rank RNG files) before the rename
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        (tmp / "trainer_state.json").write_text(json.dumps({"step": step}) + "\n")
+        state.write(tmp, step)
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
         _point_last(run_dir / "checkpoints", final.name)
+        if keep:
+            _prune(run_dir / "checkpoints", keep)
     accelerator.wait_for_everyone()
     return final
+
+
+def _prune(checkpoints: Path, keep: int) -> None:
+    """Remove all but the newest `keep` checkpoints (`last` points at the newest)."""
+    found = sorted(p for p in checkpoints.glob("*") if state.CHECKPOINT.fullmatch(p.name) and p.is_dir())
+    for old in found[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _point_last(checkpoints: Path, name: str) -> None:
@@ -59,20 +72,36 @@ def _point_last(checkpoints: Path, name: str) -> None:
 def find(path: Path) -> Path:
     """A checkpoint folder from itself, its checkpoints/ folder or its run directory."""
     for candidate in (path, path / LAST, path / "checkpoints" / LAST):
-        if (candidate / "trainer_state.json").is_file():
+        if (candidate / state.FILE).is_file():
             return candidate.resolve()
-    raise FileNotFoundError(f"no checkpoint at {path} (expected checkpoints/last/trainer_state.json)")
+    raise FileNotFoundError(f"no checkpoint at {path} (expected checkpoints/last/{state.FILE})")
+
+
+class Unloadable(Exception):
+    """A checkpoint that cannot be resumed from: its message is the one line a rank prints."""
 
 
 def load(accelerator, optimizer, path: Path) -> int:
-    """Restore optimizer, scheduler, RNG and weights; returns the step to continue from."""
-    checkpoint = find(path)
+    """Restore optimizer, scheduler, RNG and weights; returns the step to continue from.
+    `recipe run --resume` has already picked a complete checkpoint (state.complete); a damaged
+    file that kept its size is found here, as Unloadable."""
+    try:
+        checkpoint = find(path)
+        step = state.check(checkpoint)
+    except (FileNotFoundError, ValueError) as e:
+        raise Unloadable(f"cannot resume from {path}: {e}") from None
     plugin = getattr(accelerator.state, "fsdp_plugin", None)
     if plugin is not None and plugin.fsdp_version == 2:
         _create_optimizer_state(optimizer)
-    with _fsdp1_full_state(accelerator):
-        accelerator.load_state(str(checkpoint / "state"))
-    return int(json.loads((checkpoint / "trainer_state.json").read_text())["step"])
+    try:
+        with _fsdp1_full_state(accelerator):
+            accelerator.load_state(str(checkpoint / "state"))
+    except Exception as e:  # whatever the loader raises on damaged files: one line, not a traceback per rank
+        raise Unloadable(
+            f"cannot resume from {checkpoint}: its state does not load ({type(e).__name__}: {str(e)[:200]})"
+            f" (hint: resume from an earlier checkpoint with --resume {checkpoint.parent}/NNNNNN)"
+        ) from None
+    return step
 
 
 @contextmanager

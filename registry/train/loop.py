@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -135,6 +136,7 @@ def start(doc: dict, run_dir: Path) -> Session:
     session = Session(doc, run_dir, accelerator, model, optimizer, scheduler, data, log, phases, input_dtype)
     if os.environ.get(RESUME):
         session.step = checkpoint.load(accelerator, optimizer, Path(os.environ[RESUME]))
+        log.resumed(session.step)
     rank, world = accelerator.process_index, accelerator.num_processes
     micro, accumulation = train_cfg.micro_batch_size, train_cfg.gradient_accumulation_steps
     first = indices(session.step, 0, accumulation, rank, world, micro, data.samples, data.seed).tolist()
@@ -174,6 +176,7 @@ def fit(s: Session, until: int) -> None:
     clip = train_cfg.optimizer.grad_clip_norm
     checkpoints = train_cfg.checkpoint
     every, consolidated, resumable = checkpoints.every, checkpoints.consolidated, checkpoints.resumable
+    keep = checkpoints.keep
     log_every = train_cfg.log_every
     crash_after = int(os.environ.get(CRASH_AFTER, "0"))
 
@@ -219,7 +222,7 @@ def fit(s: Session, until: int) -> None:
             window_start, window_steps = time.perf_counter(), 0
         if (every and s.step % every == 0) or s.step == steps:
             saved = checkpoint.save(
-                accelerator, model, s.run_dir, s.step, consolidated=consolidated, resumable=resumable
+                accelerator, model, s.run_dir, s.step, consolidated=consolidated, resumable=resumable, keep=keep
             )
             s.log.write({"event": "checkpoint", "step": s.step, "path": str(saved.relative_to(s.run_dir))})
             window_start = time.perf_counter()  # checkpoint time is not step time
@@ -314,5 +317,9 @@ def main(argv: list[str]) -> int:
         print("usage: python -m registry.train TRAIN_CONFIG.json", flush=True)
         return 2
     doc = json.loads(Path(argv[0]).read_text())
-    train(doc, Path.cwd())
+    try:
+        train(doc, Path.cwd())
+    except checkpoint.Unloadable as e:  # every rank meets it; `recipe run` shows identical lines once
+        print(f"recipe: {e}", file=sys.stderr, flush=True)
+        return 1
     return 0

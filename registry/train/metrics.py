@@ -4,6 +4,7 @@ the fullest rank sets peak memory), written to metrics.jsonl on rank 0."""
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from registry.train import PHASES
+from registry.train import PHASES, TERMINAL
 
 GIB = 1024**3
 
@@ -81,15 +82,25 @@ def peak_memory_gib(device: torch.device) -> tuple[float, float]:
 
 
 class Log:
+    """metrics.jsonl, and on rank 0 a progress bar when the output reaches a terminal (directly, or
+    through `recipe run`, which pipes it and says so in TERMINAL), else one line per logged step."""
+
     def __init__(self, path: Path, main: bool, total_steps: int, progress: bool):
         self.main = main
         self.file = open(path, "a", encoding="utf-8") if main else None  # noqa: SIM115 (closed by close())
         self.bar = None
-        if main and progress and sys.stderr.isatty():
+        columns = os.environ.get(TERMINAL, "")
+        if main and progress and (sys.stderr.isatty() or columns.isdigit()):
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=total_steps, unit="step", dynamic_ncols=True)
+            width = {"ncols": int(columns)} if columns.isdigit() else {"dynamic_ncols": True}
+            self.bar = tqdm(total=total_steps, unit="step", file=sys.stderr, **width)
         self.total = total_steps
+
+    def resumed(self, step: int) -> None:
+        if self.bar is not None:
+            self.bar.n = self.bar.last_print_n = step
+            self.bar.refresh()
 
     def write(self, record: dict) -> None:
         if self.file:

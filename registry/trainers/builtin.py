@@ -24,6 +24,7 @@ READS = (
     "train.checkpoint.every",
     "train.checkpoint.consolidated",
     "train.checkpoint.resumable",
+    "train.checkpoint.keep",
     "train.log_every",
     "trainer.builtin",
     "backend.kind",
