@@ -13,6 +13,8 @@ AXES = ("policy", "backend", "hardware")
 # metacharacters; this is what keeps a name inside its source directory.
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 _SOURCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+# ASCII digits only: str.isdigit() and \d also take '²' (int() fails) and '١' (int() reads 1).
+_VERSION = re.compile(r"[0-9]{1,9}")
 # The key of a command-line override, `train.optimizer.lr=3e-4`: a dotted recipe path.
 OVERRIDE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*")
 
@@ -46,7 +48,7 @@ def parse(text: str) -> Name:
             raise RecipeError(f"unsafe or malformed source in name {text!r}")
     if "@" in rest:
         rest, v = rest.rsplit("@", 1)
-        if not v.isdigit() or int(v) < 1:
+        if not _VERSION.fullmatch(v) or int(v) < 1:
             raise RecipeError(f"malformed version in {text!r} (hint: name@N with N >= 1)")
         version = int(v)
     segments = tuple(rest.split("/"))

@@ -28,8 +28,18 @@ def test_parse():
         "bad source:pi07",
         "",
         "pi07/`id`",
+        "pi07@²",  # unicode digits are not versions: int() fails on some, reads others as numbers
+        "pi07@١",
+        "pi07@１",
+        "pi07@ 1",
+        "pi07@1\n",
     ],
 )
 def test_unsafe_or_malformed(bad):
     with pytest.raises(RecipeError):
         names.parse(bad)
+
+
+def test_version_is_ascii_digits():
+    assert names.parse("pi07/zero2/8xA100@12").version == 12
+    assert names.parse("team-a:x@007").version == 7

@@ -128,8 +128,14 @@ def test_publish_never_overwrites(tmp_path, team_a):
     target = work / "recipes" / "published" / "tiny" / "ddp" / "cpu" / "1.yaml"
     target.parent.mkdir(parents=True)
     target.write_text("someone else's file\n")
+    r = run_cli("publish", "tiny/ddp/cpu", "--to", "team-a", env=a)  # a version the index does not list
+    assert r.returncode == 1 and "index.yaml is missing" in r.stderr and target.read_text() == "someone else's file\n"
+    target.unlink()
+    assert run_cli("publish", "tiny/ddp/cpu", "--to", "team-a", env=a).returncode == 0
+    target.with_name("2.yaml").write_text("someone else's file\n")
     r = run_cli("publish", "tiny/ddp/cpu", "--to", "team-a", env=a)
-    assert r.returncode == 2 and "never overwritten" in r.stderr and target.read_text() == "someone else's file\n"
+    assert r.returncode == 2 and "never overwritten" in r.stderr
+    assert target.with_name("2.yaml").read_text() == "someone else's file\n"
     assert run_cli("publish", "pi07/zero3/8xA100", "--to", "team-a", env=a).returncode == 1  # invalid: not published
     assert run_cli("publish", "tiny/ddp/cpu", "--to", "bundled", env=a).returncode == 2
     assert run_cli("publish", "tiny/ddp/cpu", "--to", "nowhere", env=a).returncode == 2

@@ -37,7 +37,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from registry.validate.report import validate_all, validate_target
+    from registry.validate.report import validate_target
 
     targets = [a for a in args.args if not is_override(a)]
     sets = [a for a in args.args if is_override(a)]
@@ -49,7 +49,7 @@ def run(args) -> int:
         raise RecipeError("give recipes or --all, not both")
     if not args.all and not targets:
         raise RecipeError("nothing to validate (hint: recipe validate NAME|FILE... or --all)")
-    reports = validate_all() if args.all else (validate_target(t, sets) for t in targets)
+    reports = _every_source() if args.all else (validate_target(t, sets) for t in targets)
     worst = 0
     for report in reports:
         for line in report.lines():
@@ -58,6 +58,49 @@ def run(args) -> int:
             print(report.summary(), file=sys.stderr)
         worst = max(worst, report.exit_code)
     return worst
+
+
+def _every_source():
+    """`--all`: every file of every source, each recipe named with its source (a recipe that an
+    earlier source shadows is still validated, as the one it is), and each source's index."""
+    from registry.names import AXES
+    from registry.sharing import sources, versions
+    from registry.validate import CATALOG, ROOT
+    from registry.validate.report import Report, _file_report, validate_target
+
+    for source in sources.all_sources():
+
+        def named(path: str, source=source) -> str:
+            return path if source.name == "bundled" else f"{source.name}:{path}"
+
+        files = [(("catalog", "gpus"), CATALOG)] + [((axis, p), ROOT) for axis in AXES for p in source.parts(axis)]
+        for segments, ref in files:
+            try:
+                path = source.file(segments)
+            except RecipeError as e:  # a file that links out of its source
+                yield Report(named("/".join(segments)), failure=e)
+                continue
+            if path:
+                yield _file_report(path, ref)
+        for cell in source.overlays():
+            yield validate_target(named("/".join(cell)))
+        for name in source.free_standing():
+            yield validate_target(named(name))
+        try:
+            lost = versions.unlisted(source)
+            published = [v for name in versions.index(source) for v in versions.versions(source, name)]
+        except RecipeError as e:  # a malformed index: the source's versions cannot be read at all
+            yield Report(f"{source.name}:{versions.INDEX}", failure=e)
+            continue
+        if lost:
+            yield Report(f"{source.name}:{versions.INDEX}", failure=lost)
+        for version in published:
+            try:
+                versions.verified(version)
+            except RecipeError as e:
+                yield Report(version.qualified, failure=e)
+                continue
+            yield validate_target(version.qualified)
 
 
 def _setup(args, overrides: list[str]) -> int:

@@ -134,7 +134,7 @@ class Plan:
         if path is None:
             raise _at(where, _unknown_name(name), "unknown-name")
         self.add(path, own=own)
-        return str(name)
+        return name.path  # `team:exp/foo` is the recipe exp/foo from team; the qualifier is not its name
 
     def add(self, path: Path, own: bool) -> None:
         path = path.resolve()
@@ -183,6 +183,19 @@ def _relative(parent: Path, entry: str, where: str) -> Path:
     path = parent.parent.joinpath(*rel.parts)
     if not path.is_file():
         raise RecipeError.at(where, "unknown-name", f"extends entry {entry!r}: no such file")
+    # Checked after resolving symlinks: a link (or a linked folder) inside the source may point
+    # anywhere, and `recipe show` would print what it points at. A file outside every source
+    # (one given on the command line) is confined to its own folder.
+    root = sources.root_of(parent)
+    within = root.path if root else parent.parent.resolve()
+    if not path.resolve().is_relative_to(within):
+        outside = f"source {root.name!r}" if root else f"the recipe's folder {display_path(within)}"
+        raise RecipeError.at(
+            where,
+            "unsafe-name",
+            f"extends entry {entry!r} resolves outside {outside} (a symlink?)",
+            hint="extend a file inside it, or a recipe name",
+        )
     return path
 
 

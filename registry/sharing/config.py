@@ -4,6 +4,8 @@ the git cache (RECIPE_CACHE, else $XDG_CACHE_HOME/recipe/git)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -40,7 +42,28 @@ def entries() -> list[dict]:
     return found
 
 
-def save(found: list[dict]) -> None:
+LOCK_WAIT_S = 30
+
+
+@contextmanager
+def editing() -> Iterator[list[dict]]:
+    """The entries to change in place, read and written back under the config's lock: two
+    `recipe source add` at once each keep their source (a plain read-modify-write loses one)."""
+    from filelock import FileLock, Timeout  # only writers lock: kept off the start-up path
+
+    path = config_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.with_name(path.name + ".lock")
+    try:
+        with FileLock(lock, timeout=LOCK_WAIT_S):
+            found = entries()
+            yield found
+            _save(found)
+    except Timeout:
+        raise RecipeError(f"{path}: another `recipe source` holds {lock.name} (hint: try again)") from None
+
+
+def _save(found: list[dict]) -> None:
     path = config_file()
     text = "# recipe sources, searched in this order after RECIPE_PATH; managed by `recipe source`\n"
     write_atomic(path, text + yaml.safe_dump({"sources": found}, sort_keys=False))

@@ -2,10 +2,32 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 from registry.errors import RecipeError
+
+# Variables that point git at one repository (set inside a hook or by a wrapper): they would
+# send every command to that repository instead of the source's clone in `cwd`.
+_REPOSITORY_VARS = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+)
+
+
+def _env() -> dict[str, str]:
+    # the user's environment as is: ~/.gitconfig (insteadOf, credential helpers), the SSH agent
+    # and proxies are how their git reaches the remote; only never wait on a prompt
+    env = {k: v for k, v in os.environ.items() if k not in _REPOSITORY_VARS}
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    return env
 
 
 def _git(*args: str, cwd: Path | None = None, timeout: int = 120) -> str:
@@ -16,7 +38,7 @@ def _git(*args: str, cwd: Path | None = None, timeout: int = 120) -> str:
             capture_output=True,
             text=True,
             timeout=timeout,
-            env={"GIT_TERMINAL_PROMPT": "0", "PATH": __import__("os").environ.get("PATH", "")},
+            env=_env(),
         )
     except FileNotFoundError:
         raise RecipeError("git is not installed (hint: apt-get install git)") from None
@@ -29,8 +51,11 @@ def _git(*args: str, cwd: Path | None = None, timeout: int = 120) -> str:
 
 
 def clone(url: str, dest: Path) -> None:
+    if url.startswith("-"):
+        raise RecipeError(f"{url!r} is not a git URL (it reads as an option)")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    _git("clone", "--quiet", url, str(dest), timeout=600)
+    # `--`: a URL or path is never read as an option (--upload-pack=... runs a command)
+    _git("clone", "--quiet", "--", url, str(dest), timeout=600)
 
 
 def update(repo: Path) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import tempfile
 from pathlib import Path
 
 from registry.errors import RecipeError
@@ -16,35 +18,47 @@ _URL = re.compile(r"^(file|https?|ssh|git)://|^[\w.-]+@[\w.-]+:")
 def add(name: str, where: str) -> str:
     if not _NAME.fullmatch(name) or name == "bundled":
         raise RecipeError(f"source name {name!r} is not allowed (letters, digits, - and _; not 'bundled')")
-    entries = config.entries()
+    _not_taken(name, config.entries())  # fail before a long clone; checked again under the lock
+    if _URL.match(where) or (where.endswith(".git") and not Path(where).is_dir()):
+        # cloned beside its final place, then moved in under the lock: a failed or concurrent add
+        # never leaves a half clone where a source's clone belongs
+        config.cache_dir().mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=config.cache_dir()))
+        try:
+            try:
+                git.clone(where, staging / "clone")
+            except RecipeError as e:
+                raise RecipeError(f"cannot add {name}: {where} is unreachable or not a git repository ({e})") from None
+            with config.editing() as entries:
+                _not_taken(name, entries)
+                clone = config.cache_dir() / name
+                if clone.exists():
+                    shutil.rmtree(clone)  # left by a source of this name removed by hand
+                os.replace(staging / "clone", clone)
+                entries.append({"name": name, "git": where})
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return f"{name}: {where} at {git.head(clone)[:12]}"
+    folder = Path(where).expanduser().resolve()
+    if not folder.is_dir():
+        raise RecipeError(f"cannot add {name}: {where} is not a directory")
+    with config.editing() as entries:
+        _not_taken(name, entries)
+        entries.append({"name": name, "path": str(folder)})
+    return f"{name}: {folder}"
+
+
+def _not_taken(name: str, entries: list[dict]) -> None:
     if any(e["name"] == name for e in entries):
         raise RecipeError(f"a source named {name!r} exists (hint: recipe source remove {name} first)")
-    if _URL.match(where) or (where.endswith(".git") and not Path(where).is_dir()):
-        clone = config.cache_dir() / name
-        if clone.exists():
-            shutil.rmtree(clone)
-        try:
-            git.clone(where, clone)
-        except RecipeError as e:
-            raise RecipeError(f"cannot add {name}: {where} is unreachable or not a git repository ({e})") from None
-        entry = {"name": name, "git": where}
-        said = f"{name}: {where} at {git.head(clone)[:12]}"
-    else:
-        folder = Path(where).expanduser().resolve()
-        if not folder.is_dir():
-            raise RecipeError(f"cannot add {name}: {where} is not a directory")
-        entry = {"name": name, "path": str(folder)}
-        said = f"{name}: {folder}"
-    config.save(entries + [entry])
-    return said
 
 
 def remove(name: str) -> None:
-    entries = config.entries()
-    if not any(e["name"] == name for e in entries):
-        raise RecipeError(f"no source named {name!r} in {config.config_file()}")
-    config.save([e for e in entries if e["name"] != name])
-    shutil.rmtree(config.cache_dir() / name, ignore_errors=True)
+    with config.editing() as entries:
+        if not any(e["name"] == name for e in entries):
+            raise RecipeError(f"no source named {name!r} in {config.config_file()}")
+        entries[:] = [e for e in entries if e["name"] != name]
+        shutil.rmtree(config.cache_dir() / name, ignore_errors=True)
 
 
 def update(names: list[str]) -> list[str]:

@@ -167,6 +167,20 @@ def locate(path: Path) -> tuple[str, str] | None:
     return None
 
 
+@dataclass(frozen=True)
+class Root:
+    name: str
+    path: Path  # resolved
+
+
+def root_of(path: Path) -> Root | None:
+    """The source a file lies in (after resolving symlinks), the innermost when roots nest."""
+    resolved = Path(path).resolve()
+    found = [Root(s.name, s.root.resolve()) for s in all_sources()]
+    inside = [r for r in found if resolved.is_relative_to(r.path)]
+    return max(inside, key=lambda r: len(r.path.parts)) if inside else None
+
+
 def _select(name: Name) -> list[Source]:
     sources = all_sources()
     if name.source is None:

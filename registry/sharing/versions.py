@@ -4,17 +4,20 @@ newest when the source that has the name has published it."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import re
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import yaml
 
+from registry import names
 from registry.errors import RecipeError
 from registry.files import write_atomic
-from registry.load import load_cached
+from registry.load import display_path, load_cached
 from registry.names import Name
 from registry.sharing import sources
 
@@ -22,6 +25,10 @@ INDEX = "index.yaml"
 FOLDER = "published"
 LOCK = ".publish.lock"
 LOCK_WAIT_S = 30
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_NUMBER = re.compile(r"[1-9][0-9]*")  # ASCII: published/NAME/N.yaml
+_CHECKED: dict[Path, tuple] = {}  # index path -> (the parsed file, its checked versions)
+_INDEX_HINT = "versions: {NAME: [{version: N, file: published/NAME/N.yaml, sha256: HEX, date: TEXT}]}"
 
 
 @dataclass(frozen=True)
@@ -43,31 +50,124 @@ def sha256(path: Path) -> str:
 
 
 def index(source: sources.Source) -> dict[str, list[dict]]:
+    """The source's published versions by name, each entry checked: a malformed index is one
+    line naming its file and line, never a traceback at first use."""
     path = source.root / INDEX
     if not path.is_file():
         return {}
-    data = load_cached(path).data.get("versions") or {}  # the index of published versions, not a recipe
+    doc = load_cached(path)  # the index of published versions, not a recipe
+    checked = _CHECKED.get(path)
+    if checked is not None and checked[0] is doc:  # read many times per composition; checked once
+        return checked[1]
+    data = doc.data.get("versions") or {}
     if not isinstance(data, dict):
-        raise RecipeError.at(
-            str(path), "index", "malformed index", hint="versions: {NAME: [{version, file, sha256, date}]}"
-        )
+        raise _malformed(doc, ("versions",), "versions must be a mapping of names to lists of versions")
+    for name, entries in data.items():
+        try:
+            parsed = names.parse(name) if isinstance(name, str) else None
+        except RecipeError:
+            parsed = None
+        if parsed is None or parsed.source or parsed.version is not None:
+            raise _malformed(doc, ("versions", name), f"{name!r} is not a recipe name")
+        if not isinstance(entries, list):
+            raise _malformed(doc, ("versions", name), f"{name}: must be a list of versions")
+        seen: set[int] = set()
+        for i, entry in enumerate(entries):
+            _check_entry(doc, (name, i), entry)
+            if entry["version"] in seen:
+                raise _malformed(doc, ("versions", name, i), f"{name}@{entry['version']} is listed twice")
+            seen.add(entry["version"])
+    _CHECKED[path] = (doc, data)
     return data
 
 
+def _check_entry(doc, at: tuple, entry) -> None:
+    key = ("versions",) + at
+    name = at[0]
+    if not isinstance(entry, dict):
+        raise _malformed(doc, key, f"{name}: a version must be a mapping")
+    missing = [k for k in ("version", "file", "sha256") if k not in entry]
+    if missing:
+        raise _malformed(doc, key, f"{name}: a version without {', '.join(missing)}")
+    version = entry["version"]
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise _malformed(doc, key + ("version",), f"{name}: version {version!r} is not a number >= 1")
+    file = entry["file"]
+    if not isinstance(file, str) or not file or PurePosixPath(file).is_absolute() or ".." in PurePosixPath(file).parts:
+        raise _malformed(doc, key + ("file",), f"{name}@{version}: file {file!r} is not a path inside the source")
+    if not isinstance(entry["sha256"], str) or not _SHA256.fullmatch(entry["sha256"]):
+        raise _malformed(doc, key + ("sha256",), f"{name}@{version}: sha256 {entry['sha256']!r} is not 64 hex digits")
+    if not isinstance(entry.get("date") or "", str):
+        raise _malformed(doc, key + ("date",), f"{name}@{version}: date {entry['date']!r} is not text")
+
+
+def _malformed(doc, key: tuple, message: str) -> RecipeError:
+    origin = next((doc.origins[key[:n]] for n in range(len(key), 0, -1) if key[:n] in doc.origins), doc.file)
+    return RecipeError.at(origin, "index", f"malformed {INDEX}: {message}", hint=_INDEX_HINT)
+
+
 def versions(source: sources.Source, name: str) -> list[Version]:
+    entries = index(source).get(name, [])
+    if not entries:
+        _none_unlisted(source, name)
+    root = source.root.resolve()
     found = []
-    for entry in index(source).get(name, []):
-        found.append(
-            Version(
-                source,
-                name,
-                int(entry["version"]),
-                source.root / entry["file"],
-                entry["sha256"],
-                str(entry.get("date") or ""),
+    for i, entry in enumerate(entries):
+        file = source.root / entry["file"]
+        if not file.resolve().is_relative_to(root):
+            # a symlink out of the source: its hash may match, but it is not the team's file
+            doc = load_cached(source.root / INDEX)
+            where = doc.origins.get(("versions", name, i, "file"), doc.file)
+            raise RecipeError.at(
+                where, "index", f"{source.name}:{name}@{entry['version']}: {entry['file']} resolves outside the source"
             )
-        )
+        found.append(Version(source, name, entry["version"], file, entry["sha256"], str(entry.get("date") or "")))
     return sorted(found, key=lambda v: v.number)
+
+
+def _published_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("*.yaml") if _NUMBER.fullmatch(p.stem)) if folder.is_dir() else []
+
+
+def _none_unlisted(source: sources.Source, name: str, locked: bool = False) -> None:
+    """A name with published files but no index entry lost its index: say so rather than let a
+    pin fall through to another source's version of the same name."""
+    folder = source.root.joinpath(FOLDER, *name.split("/"))
+    if not _published_files(folder):
+        return
+    with nullcontext() if locked else _settled(source):  # a first publish writes its file, then the index
+        files = _published_files(folder) if not index(source).get(name) else []
+    if files:
+        raise _lost_index(source, f"{name}@{', '.join(sorted((p.stem for p in files), key=int))}")
+
+
+def _lost_index(source: sources.Source, what: str) -> RecipeError:
+    path = source.root / INDEX
+    state = "is missing" if not path.exists() else "does not list them"
+    return RecipeError.at(
+        display_path(path),
+        "index-missing",
+        f"source {source.name!r} has published {what} but its {INDEX} {state}",
+        hint=f"restore {INDEX} (e.g. git checkout -- {INDEX} in the source); versions are never guessed",
+    )
+
+
+def unlisted(source: sources.Source) -> RecipeError | None:
+    """For `recipe validate --all`: published files that the index does not list."""
+    with _settled(source):
+        return _unlisted(source)
+
+
+def _unlisted(source: sources.Source) -> RecipeError | None:
+    listed = {(source.root / e["file"]).resolve() for entries in index(source).values() for e in entries}
+    folder = source.root / FOLDER
+    found = folder.rglob("*.yaml") if folder.is_dir() else []
+    files = [p for p in found if _NUMBER.fullmatch(p.stem) and p.parent != folder]  # published/NAME/N.yaml
+    missing = sorted(p.relative_to(folder).with_suffix("").as_posix() for p in files if p.resolve() not in listed)
+    if not missing:
+        return None
+    shown = [m.rsplit("/", 1)[0] + "@" + m.rsplit("/", 1)[1] for m in missing[:5]]
+    return _lost_index(source, ", ".join(shown) + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
 
 
 def lookup(name: Name) -> Version | None:
@@ -119,6 +219,27 @@ def _locked(source: sources.Source):
         raise RecipeError(f"{source.root}: another publish holds {LOCK} (hint: try again)") from None
 
 
+@contextmanager
+def _settled(source: sources.Source):
+    """No publish half done while inside: the publish lock where publishing can happen (a
+    directory source), nothing for the rest (git clones and the bundled recipes)."""
+    if source.kind != "path" or not (source.root / LOCK).exists():
+        yield
+        return
+    from filelock import FileLock, Timeout
+
+    lock: FileLock | None = FileLock(source.root / LOCK, timeout=LOCK_WAIT_S)
+    try:
+        lock.acquire()
+    except (OSError, Timeout):
+        lock = None  # read-only (no publisher to wait for) or held too long: check as it is
+    try:
+        yield
+    finally:
+        if lock is not None:
+            lock.release()
+
+
 def publish(recipe, source: sources.Source) -> Version:
     """Freeze a validated, composed recipe as the next version of its name in `source`."""
     if source.kind == "git":
@@ -127,7 +248,9 @@ def publish(recipe, source: sources.Source) -> Version:
         raise RecipeError("the bundled recipes are part of the package; publish to a team source (recipe source add)")
     name = recipe.data["recipe"]["name"]
     with _locked(source):
-        entries = index(source)
+        entries = copy.deepcopy(index(source))  # the parsed file is cached: never edit it in place
+        if not entries.get(name):
+            _none_unlisted(source, name, locked=True)  # never restart at 1 beside versions an index lost
         number = max((int(e["version"]) for e in entries.get(name, [])), default=0) + 1
         relative = Path(FOLDER, *name.split("/"), f"{number}.yaml")
         target = source.root / relative
@@ -160,7 +283,10 @@ def history_rows(name: str) -> list[list[str]]:
     for source in sources.all_sources():
         for v in versions(source, name):
             doc = load_cached(v.file).data if v.file.is_file() else {}
-            results = doc.get("results") or []
-            rate = f"{results[-1]['samples_per_s']:.1f}" if results and "samples_per_s" in results[-1] else "-"
-            rows.append([v.qualified, v.date, v.sha256[:12], rate, (doc.get("recipe") or {}).get("summary") or ""])
+            results = doc.get("results")
+            last = results[-1] if isinstance(results, list) and results and isinstance(results[-1], dict) else {}
+            rate = last.get("samples_per_s")
+            rate = f"{rate:.1f}" if isinstance(rate, (int, float)) and not isinstance(rate, bool) else "-"
+            meta = doc.get("recipe") if isinstance(doc.get("recipe"), dict) else {}
+            rows.append([v.qualified, v.date, v.sha256[:12], rate, str(meta.get("summary") or "")])
     return rows
