@@ -6,6 +6,7 @@ rendered as one line only where it is printed. Nothing downstream parses message
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -39,7 +40,7 @@ class Problem:
             text += f"; {path} set at {origin}" if origin else f"; {path} is not set"
         if self.hint:
             text += f" (hint: {self.hint})"
-        return text
+        return printable(text, keep="")
 
     @property
     def is_error(self) -> bool:
@@ -74,4 +75,28 @@ class RecipeError(Exception):
 
     def render(self, prefix: str = "recipe") -> str:
         """The line the CLI prints: the problem as is, or the message after `prefix: error:`."""
-        return self.problem.render() if self.problem else f"{prefix}: error: {self}"
+        return self.problem.render() if self.problem else printable(f"{prefix}: error: {self}", keep="\n")
+
+
+# --- what a terminal shows -----------------------------------------------------------------------
+# Messages echo what the user gave (names, values), and `--dry-run` prints files: control characters
+# are shown escaped, never acted on by the terminal (docs/failure-modes.md §36).
+# Characters a terminal acts on instead of showing: C0 controls but tab and newline, DEL, C1
+# controls, line/paragraph separators and the bidirectional overrides that reorder what is shown.
+# A value holding one can hide a line (`\r`, `\x1b[2K`) from whoever reviews a recipe.
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+_SHOWN = re.compile(CONTROL.pattern + "|[\n\t]")
+_ESCAPES = {"\r": "\\r", "\n": "\\n", "\t": "\\t"}
+
+
+def printable(text: str, keep: str = "\n\t") -> str:
+    """`text` with every terminal control character (and any of tab and newline not in `keep`)
+    written as a visible escape, for printing what a file or value holds."""
+
+    def escape(match: re.Match) -> str:
+        c = match.group()
+        if c in keep:
+            return c
+        return _ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+    return _SHOWN.sub(escape, text)

@@ -3,6 +3,13 @@
 Only the YAML core types are accepted: explicit tags such as !!python/object/apply are
 rejected before anything is constructed, and alias expansion is bounded so that a
 "billion laughs" document fails fast instead of exhausting memory.
+
+Plain scalars are typed as YAML 1.2's core schema types them, not as PyYAML's YAML 1.1 does:
+only true/false are booleans, `yes`, `on`, `1:30`, `0x10`, `017` and `1_000` stay text, and a
+numeric field given one of them fails its schema type with a hint (docs/failure-modes.md §35).
+Hexadecimal and octal stay text too (YAML 1.2 would read them as numbers): no recipe field is
+written that way, so each is more likely a slip than a number. NaN, infinity and terminal
+control characters are refused where they are written (docs/failure-modes.md §34, §36).
 """
 
 from __future__ import annotations
@@ -14,21 +21,56 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import ClassVar
 
 import yaml
 
-from registry.errors import Exit, RecipeError
+from registry.errors import CONTROL, Exit, RecipeError, printable
 
 MAX_BYTES = 1 << 20  # a recipe is a few KiB; anything near this is not a recipe
 MAX_NODES = 20_000  # nodes after alias expansion
 MAX_DEPTH = 64
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _CORE = "tag:yaml.org,2002:"
-_EXPONENT = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)[eE][-+]?\d+")
 _SCALAR_TAGS = {_CORE + t for t in ("str", "int", "float", "bool", "null")}
-_TIMESTAMP = _CORE + "timestamp"  # kept as the written text: dates stay JSON-friendly
-_constructor = yaml.constructor.SafeConstructor()
+_TIMESTAMP = _CORE + "timestamp"  # an explicit !!timestamp keeps the written text: dates stay JSON-friendly
+
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """PyYAML's safe loader with YAML 1.2 core-schema resolution of plain scalars."""
+
+    yaml_implicit_resolvers: ClassVar[dict] = {}
+
+
+# YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution), decimal integers only.
+_RESOLVERS = [
+    ("null", r"~|null|Null|NULL|", list("~nN") + [""]),
+    ("bool", r"true|True|TRUE|false|False|FALSE", list("tTfF")),
+    ("int", r"[-+]?(?:0|[1-9][0-9]*)", list("-+0123456789")),
+    (
+        "float",
+        r"[-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*|[0-9]+(?=[eE]))(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)",
+        list("-+.0123456789"),
+    ),
+    ("merge", r"<<", ["<"]),  # recognised only to be refused with a hint (`extends:`)
+]
+for _tag, _pattern, _first in _RESOLVERS:
+    _Loader.add_implicit_resolver(_CORE + _tag, re.compile(rf"(?:{_pattern})\Z"), _first)
+_BOOLS = {"true": True, "false": False}
+_KINDS = {"null": "null", "bool": "a boolean", "int": "an integer", "float": "a number"}
+
+
+def control_problem(text: str) -> str | None:
+    """Why a string cannot be a recipe value, if it holds a terminal control character."""
+    found = CONTROL.search(text)
+    if not found:
+        return None
+    shown = printable(text, keep="")
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return f"'{shown}' holds control character U+{ord(found.group()):04X}, which a terminal would act on instead of showing"
+
+
+CONTROL_HINT = "write it without; a recipe holds printable text (tabs and newlines aside)"
 
 Path_ = tuple  # a location in a document: ("policy", "block_classes", 0)
 
@@ -82,25 +124,68 @@ def load_json(path: Path, what: str) -> Loaded:
     its keys where the YAML reader can place them. Errors are one line naming the file."""
     shown = display_path(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise RecipeError(f"{shown}: cannot read {what}: {getattr(e, 'strerror', None) or e}", Exit.INVALID) from None
+    if len(raw) > MAX_BYTES:
+        raise RecipeError.at(shown, "size", f"larger than {MAX_BYTES} bytes; not a {what}")
     try:
-        data = json.loads(text)
+        # Python's json reads NaN, Infinity and 1e999, which JSON has not: kept as markers, refused below
+        data = json.loads(text, parse_constant=_NonFinite, parse_float=_finite_float)
+    except RecursionError:
+        raise RecipeError.at(shown, "json", f"not a {what}: nested too deeply") from None
     except ValueError as e:
         line, column = getattr(e, "lineno", 1), getattr(e, "colno", 1)
         raise RecipeError.at(f"{shown}:{line}:{column}", "json", f"not a {what}: {getattr(e, 'msg', e)}") from None
     if not isinstance(data, dict):
         raise RecipeError.at(shown, "json", f"not a {what}: the document is not a mapping")
     try:
-        origins = load_text(text, shown).origins
+        origins = _parse(text, shown, _Walker(shown, checked=False)).origins
     except RecipeError:
         origins = {}  # JSON the YAML reader cannot follow: problems point at the file itself
+    try:
+        faults = list(_json_faults(data, ()))
+    except RecursionError:
+        raise RecipeError.at(shown, "json", f"not a {what}: nested too deeply") from None
+    for where, message, hint, rule in faults[:1]:
+        at = next((origins[where[:n]] for n in range(len(where), 0, -1) if where[:n] in origins), shown)
+        raise RecipeError.at(at, rule, message, path=".".join(map(str, where)), hint=hint)
     return Loaded(shown, data, origins)
+
+
+class _NonFinite(str):
+    """NaN, Infinity or an overflowing number as a JSON file spelt it."""
+
+
+def _finite_float(text: str):
+    value = float(text)
+    return value if math.isfinite(value) else _NonFinite(text)
+
+
+def _json_faults(node, path: Path_):
+    """(path, message, hint, rule) of each value in a JSON document that a recipe cannot hold."""
+    if isinstance(node, _NonFinite):
+        yield path, f"{node} is not a finite number", "JSON has no NaN or infinity; write a number", "type"
+    elif isinstance(node, str) and control_problem(node):
+        yield path, control_problem(node), CONTROL_HINT, "control-char"
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if control_problem(key):
+                yield path + (key,), control_problem(key), CONTROL_HINT, "control-char"
+            yield from _json_faults(value, path + (key,))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _json_faults(value, path + (i,))
 
 
 def load_text(text: str, file: str, *, allow_empty: bool = False) -> Loaded:
     """Parse one YAML mapping; every error is a RecipeError naming file:line:column."""
+    return _parse(text, file, _Walker(file), allow_empty=allow_empty)
+
+
+def _parse(text: str, file: str, walker: _Walker, *, allow_empty: bool = False) -> Loaded:
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
@@ -114,7 +199,6 @@ def load_text(text: str, file: str, *, allow_empty: bool = False) -> Loaded:
         if allow_empty:
             return Loaded(file, {}, {})
         raise RecipeError.at(file, "empty", "the file is empty", hint="a recipe is a YAML mapping")
-    walker = _Walker(file)
     data = walker.value(node, (), 0)
     if not isinstance(data, dict):
         raise RecipeError.at(walker.at(node), "yaml", f"the document must be a mapping, not {_kind(node)}")
@@ -128,8 +212,9 @@ def parse_value(text: str) -> object:
 
 
 class _Walker:
-    def __init__(self, file: str):
+    def __init__(self, file: str, checked: bool = True):
         self.file = file
+        self.checked = checked  # False: only the origins are wanted (a JSON file checks its own values)
         self.origins: dict[Path_, str] = {}
         self.nodes = 0
 
@@ -162,13 +247,35 @@ class _Walker:
             return node.value
         if node.tag not in _SCALAR_TAGS:
             self.fail(node, "yaml-tag", f"tag {node.tag!r} is not allowed", hint="recipes use plain YAML")
-        if node.tag == _CORE + "str" and not node.style and _EXPONENT.fullmatch(node.value):
-            value = float(node.value)  # YAML 1.2 reads `lr: 3e-4` as a number; PyYAML's YAML 1.1 as text
-        else:
-            value = _constructor.construct_object(node)
+        value = self.scalar(node)
+        if not self.checked:
+            return value
         if isinstance(value, float) and not math.isfinite(value):
             self.fail(node, "type", f"{node.value!r} is not a finite number", hint="recipes hold finite numbers")
+        if isinstance(value, str) and control_problem(value):
+            self.fail(node, "control-char", control_problem(value), hint=CONTROL_HINT)
         return value
+
+    def scalar(self, node: yaml.ScalarNode):
+        """A scalar as its (YAML 1.2 core) tag says; an explicit tag must fit its text."""
+        kind, text = node.tag[len(_CORE) :], node.value
+        if kind == "str":
+            return text
+        if kind == "null" and text in ("~", "null", "Null", "NULL", ""):
+            return None
+        if kind == "bool" and text.lower() in _BOOLS:
+            return _BOOLS[text.lower()]
+        try:
+            if kind == "int":
+                return int(text)  # decimal only: 0x10 and 017 resolve as text
+            if kind == "float":
+                special = text.lower()  # .inf, -.inf, .nan: refused by value() with its own message
+                return float(special.replace(".", "")) if special.lstrip("+-") in (".inf", ".nan") else float(text)
+        except ValueError as e:  # an explicit tag on other text, or an integer past Python's 4300 digits
+            why = f": {str(e).split(';')[0]}"
+        else:
+            why = ""
+        self.fail(node, "type", f"{printable(text[:40], keep='')!r} is not {_KINDS[kind]}{why}")
 
     def mapping(self, node: yaml.MappingNode, path: Path_, depth: int) -> dict:
         out: dict = {}

@@ -3,6 +3,7 @@
 import itertools
 
 import pytest
+from conftest import run_cli
 from omegaconf import OmegaConf
 
 from registry.compose import Plan, compose
@@ -109,6 +110,15 @@ def test_cycle(tmp_path):
         compose(str(tmp_path / "a.yaml"))
     assert "error[extends-cycle]" in str(info.value)
     assert "a.yaml -> " in str(info.value) and str(info.value).endswith("a.yaml")
+
+
+def test_an_extends_chain_1000_deep_is_one_error(tmp_path):
+    """Not a RecursionError: the chain's depth is bounded and said so."""
+    for i in range(1000):
+        write(tmp_path / f"r{i}.yaml", f"extends: [r{i + 1}.yaml]\n" if i < 999 else "train: {steps: 3}\n")
+    r = run_cli("validate", str(tmp_path / "r0.yaml"))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "error[extends-depth]" in r.stdout and "deeper than 64 files" in r.stdout
 
 
 def test_unknown_names_on_the_command_line():

@@ -137,3 +137,10 @@ def test_the_placeholder_rule_knows_what_the_command_trainer_fills():
 
     doc = compose("tiny/ddp/cpu", ["trainer.kind=command", "trainer.command.program=./t.sh"]).data
     assert set(launch_values(doc, context(doc))) == set(COMMAND_PLACEHOLDERS)
+
+
+def test_messages_show_control_characters_escaped():
+    """A name or value echoed in an error cannot act on the terminal (docs/failure-modes.md §36)."""
+    r = run_cli("show", "tiny/ddp/cpu\x1b[2K\rpi07/zero2/8xA100")
+    assert r.returncode == 2 and "\x1b" not in r.stderr and "\r" not in r.stderr
+    assert "tiny/ddp/cpu\\x1b[2K\\rpi07/zero2/8xA100" in r.stderr

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from registry.errors import RecipeError
-from registry.load import MAX_BYTES, load_file, load_text, parse_value
+from registry.load import MAX_BYTES, load_file, load_json, load_text, parse_value
 
 
 def error(text: str) -> str:
@@ -38,7 +38,10 @@ def test_values_and_origins():
         ("- 1\n- 2", "must be a mapping"),
         ("just a string", "must be a mapping"),
         ("1: x", "key 1 must be a string"),
-        ("yes: x", "key True must be a string"),
+        ("true: x", "key True must be a string"),
+        ("a: 1" + "0" * 5000, "f.yaml:1:4: error[type] '1000000000000000000000000000000000000000' is not an integer"),
+        ("a: !!int 0x10", "error[type] '0x10' is not an integer"),
+        ("a: !!bool yes", "error[type] 'yes' is not a boolean"),
         ("a: 1\n---\nb: 2", "expected a single document"),
         ("<<: {a: 1}", "merge keys"),
         ("a: &r [*r]", "error[yaml]"),
@@ -85,3 +88,27 @@ def test_parse_value_is_yaml_typed():
     assert parse_value("expandable_segments:True") == "expandable_segments:True"
     with pytest.raises(RecipeError):
         parse_value("!!python/object/apply:os.system [ls]")
+
+
+def test_yes_and_on_are_strings_in_keys_and_values():
+    assert load_text("yes: on\nno: off\n", "f.yaml").data == {"yes": "on", "no": "off"}
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('{"lr": NaN}', "d.json:1:2: error[type] lr: NaN is not a finite number"),
+        ('{\n  "a": {\n    "lr": -Infinity}}', "d.json:3:5: error[type] a.lr: -Infinity is not a finite number"),
+        ('{"lr": 1e999}', "d.json:1:2: error[type] lr: 1e999 is not a finite number"),
+        ('{"x": "a\\u001b[2Jb"}', "d.json:1:2: error[control-char] x: 'a\\x1b[2Jb' holds control character U+001B"),
+        ("[" * 100_000 + "]" * 100_000, "d.json: error[json] not a DeepSpeed config: nested too deeply"),
+        ('{"a":' * 100_000 + "1" + "}" * 100_000, "d.json: error[json] not a DeepSpeed config: nested too deeply"),
+        ('{"a": ' + "1" * 5000 + "}", "error[json] not a DeepSpeed config: Exceeds the limit (4300 digits)"),
+    ],
+)
+def test_json_values_a_recipe_cannot_hold(tmp_path, monkeypatch, text, expected):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d.json").write_text(text)
+    with pytest.raises(RecipeError) as info:
+        load_json(tmp_path / "d.json", "DeepSpeed config")
+    assert expected in info.value.render()

@@ -1,5 +1,6 @@
 """`recipe run` against a stand-in trainer program: argv, environment, output, exit code, Ctrl-C."""
 
+import io
 import json
 import os
 import shutil
@@ -26,6 +27,16 @@ fi
 echo "standin says hello"
 exit "${STANDIN_EXIT:-0}"
 """
+
+
+class Chunks(io.RawIOBase):
+    """A launcher's output pipe that gives these chunks, one per read."""
+
+    def __init__(self, parts):
+        self.parts = list(parts)
+
+    def read1(self, n=-1):
+        return self.parts.pop(0) if self.parts else b""
 
 
 @pytest.fixture
@@ -301,7 +312,6 @@ def test_a_reader_that_goes_away_does_not_hang_the_run(tmp_path, standin):
 def test_a_log_that_cannot_grow_neither_stops_the_copy_nor_the_echo(capfdbinary):
     """A full disk under launch.log: the echo goes on, the pipe is drained, one line says why."""
     import errno
-    import io
     import threading
 
     from registry.run.supervise import Output, _copy
@@ -318,18 +328,50 @@ def test_a_log_that_cannot_grow_neither_stops_the_copy_nor_the_echo(capfdbinary)
         def flush(self):
             pass
 
-    class Chunks(io.RawIOBase):
-        def __init__(self, parts):
-            self.parts = list(parts)
-
-        def read1(self, n):
-            return self.parts.pop(0) if self.parts else b""
-
     log, output = Full(), Output(echo=True)
     _copy(Chunks([b"first line\n", b"second\n", b"third\n"]), log, threading.Lock(), output)
     out, err = capfdbinary.readouterr()
     assert out == b"first line\nsecond\nthird\n" and log.kept == b"first line\n"
     assert output.broken == {"log": True} and b"launch.log stopped (No space left on device)" in err
+
+
+def test_a_line_every_rank_prints_is_shown_once_and_logged_each_time(capfdbinary):
+    """Two ranks' copies of one library warning differ only in their time stamp: the terminal
+    shows it once, launch.log keeps both; distinct lines and blank lines all pass."""
+    import io
+    import threading
+
+    from registry.run.supervise import Output, _copy
+
+    warning = b"[WARNING] [real_accelerator.py:213:get_accelerator] Setting accelerator to CPU.\n"
+    lines = [
+        b"[2026-11-26 11:38:58,075] " + warning,
+        b"W1126 11:38:58.559000 12935 torch/distributed/run.py:874] banner\n",
+        b"[2026-11-26 11:38:59,859] " + warning,
+        b"W1126 11:38:58.561000 12936 torch/distributed/run.py:874] banner\n",
+        b"\n",
+        b"\n",
+        b"step 1/2 loss 0.5\n",
+        b"step 2/2 loss 0.4\n",
+    ]
+    log = io.BytesIO()
+    _copy(Chunks(lines), log, threading.Lock(), Output(echo=True))
+    out = capfdbinary.readouterr().out
+    assert out == lines[0] + lines[1] + b"\n\n" + lines[6] + lines[7]
+    assert log.getvalue() == b"".join(lines)
+
+
+def test_a_progress_bar_reaches_the_terminal_as_it_is_drawn_and_the_log_as_it_ends(capfdbinary):
+    import io
+    import threading
+
+    from registry.run.supervise import Output, _copy
+
+    parts = [b"start\n\r 0%| 0/3", b"\r 33%| 1/3", b"\r 67%| 2/3\r", b"100%| 3/3\n", b"done\n"]
+    log = io.BytesIO()
+    _copy(Chunks(parts), log, threading.Lock(), Output(echo=True))
+    assert capfdbinary.readouterr().out == b"".join(parts)  # every redraw, as it came
+    assert log.getvalue() == b"start\n100%| 3/3\ndone\n"
 
 
 # --- run folders and resume pre-checks -----------------------------------------------------------
@@ -346,6 +388,38 @@ def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path):
     with ThreadPoolExecutor(16) as pool:
         folders = list(pool.map(lambda _: fresh_run_dir(recipe, None, tmp_path), range(16)))
     assert len(set(folders)) == 16 and all(f.is_dir() for f in folders)
+
+
+def test_sixteen_runs_at_once_into_the_default_folder(tmp_path, standin):
+    """16 `recipe run`s started together, each into runs/NAME/<stamp>: 16 folders, each with its
+    own complete files and its own launch's output, once."""
+    env, _ = standin
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "registry", "run", "pi07/zero2/8xA100", "--allow-hardware-mismatch"],
+            cwd=tmp_path,
+            env={**os.environ, **env, "STANDIN_EXIT": "0"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(16)
+    ]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 16, errors
+    folders = sorted((tmp_path / "runs" / "pi07_zero2_8xA100").iterdir())
+    assert len(folders) == 16
+    for folder in folders:
+        assert sorted(p.name for p in folder.iterdir()) == [
+            "accelerate.yaml",
+            "deepspeed.json",
+            "launch.log",
+            "launch.sh",
+            "opentau.json",
+            "recipe.lock.yaml",
+        ]
+        assert (folder / "launch.log").read_text().count("standin says hello") == 1
+    assert sorted(e.split(" in ")[-1].strip() for e in errors) == sorted(str(f.relative_to(tmp_path)) for f in folders)
 
 
 def test_resume_without_a_folder_takes_the_newest_run(tmp_path):

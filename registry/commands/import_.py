@@ -71,7 +71,10 @@ def run(args) -> int:
         raise RecipeError(f"{dest}: exists (hint: --force to replace a file, or name another)")
     imported = importer.read(setup_of(args))
     name = args.name or f"imported/{dest.stem}"
-    write_atomic(dest, importer.render(imported, name, dest))
+    try:
+        write_atomic(dest, importer.render(imported, name, dest))
+    except OSError as e:  # a folder that cannot be made or written, a name too long
+        raise RecipeError(f"{dest}: cannot write: {e.strerror or e}") from None
     for note in imported.notes:
         print(f"note: {note}", file=sys.stderr)
     print(f"wrote {dest}", file=sys.stderr)

@@ -24,6 +24,9 @@ from registry.names import AXES, Name
 from registry.sharing import sources, versions
 
 COMMAND_LINE = "command line"
+# Deeper than any real chain (part -> recipe -> overlay is 3), well short of Python's recursion limit.
+MAX_EXTENDS_DEPTH = 64
+
 # Sections that describe one file, not what it extends: a recipe that extends a tuned recipe
 # is a new recipe, and the parent's measured results do not describe it.
 OWN_SECTIONS = ("recipe", "results")
@@ -148,6 +151,14 @@ class Plan:
         if not isinstance(extends, list) or not all(isinstance(e, str) for e in extends):
             where = doc.origins.get(("extends",), doc.file)
             raise RecipeError.at(where, "type", "must be a list of names or relative .yaml paths", path="extends")
+        if extends and len(self.stack) >= MAX_EXTENDS_DEPTH:
+            chain = " -> ".join(_short(p) for p in self.stack[:3])
+            raise RecipeError.at(
+                doc.origins.get(("extends",), doc.file),
+                "extends-depth",
+                f"extends chain deeper than {MAX_EXTENDS_DEPTH} files ({chain} -> ...)",
+                hint="extend a recipe that already holds what the chain adds",
+            )
         self.stack.append(path)
         for i, entry in enumerate(extends):
             where = doc.origins[("extends", i)]

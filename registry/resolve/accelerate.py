@@ -170,7 +170,9 @@ def _count(loaded, key: str) -> int:
     value = loaded.data.get(key)
     if value is None:
         return 1
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
+    text = str(value).strip() if isinstance(value, (int, str)) and not isinstance(value, bool) else ""
+    # int() refuses more than 4300 digits: a traceback, not a count
+    if not (text.isascii() and text.isdigit()) or len(text) > 4000:
         raise RecipeError.at(
             loaded.origins.get((key,), loaded.file),
             "import-value",
@@ -197,7 +199,10 @@ def launch_flags(text: str) -> dict:
     """`--num_processes 8 --num_machines=2 ...` as the yaml keys accelerate launch overrides with them."""
     import shlex
 
-    words, found = shlex.split(text or ""), {}
+    try:
+        words, found = shlex.split(text or ""), {}
+    except ValueError as e:  # an unbalanced quote
+        raise RecipeError(f"--launch-args: cannot split {text!r}: {e}") from None
     i = 0
     while i < len(words):
         word = words[i]
@@ -243,6 +248,13 @@ def import_config(
                 path=key,
             )
     kind = data.get("distributed_type") or "NO"
+    if not isinstance(kind, str):
+        raise RecipeError.at(
+            loaded.origins.get(("distributed_type",), loaded.file),
+            "import-value",
+            f"{kind!r} is not a distributed_type name (known: {', '.join(BACKENDS)})",
+            path="distributed_type",
+        )
     if kind == "FSDP" and data.get("fsdp_config") is None:
         data = {**data, "fsdp_config": {}}  # accelerate's plugin defaults, as for a section that names nothing
     if kind not in BACKENDS:
@@ -268,7 +280,11 @@ def import_config(
     section = data.get("deepspeed_config") if isinstance(data.get("deepspeed_config"), dict) else {}
     if kind == "DEEPSPEED" and (deepspeed_json or section.get("deepspeed_config_file")):
         file = Path(deepspeed_json) if deepspeed_json else (path.parent / str(section["deepspeed_config_file"]))
-        if not file.is_file():
+        try:
+            found = file.is_file()
+        except OSError as e:  # a name too long for the file system, a loop of links
+            raise RecipeError(f"{path}: deepspeed_config_file: cannot look it up: {e.strerror}", Exit.INVALID) from None
+        if not found:
             raise RecipeError(
                 f"{path}: deepspeed_config_file {section.get('deepspeed_config_file')!r}: no such file"
                 f" next to the yaml (hint: pass it with --deepspeed-config D.json)",

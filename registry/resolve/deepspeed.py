@@ -8,6 +8,8 @@ Import reads the JSON as DeepSpeed does: a key it leaves out takes DeepSpeed's d
 
 from __future__ import annotations
 
+import math
+
 from registry.doc import MISSING
 from registry.errors import Problem
 from registry.topology import world_size
@@ -46,7 +48,11 @@ def _offload(part: str) -> tuple:
 
 
 def _batch(doc) -> int:
-    return field(doc, "train.micro_batch_size") * field(doc, "train.gradient_accumulation_steps") * world_size(doc)
+    factors = (field(doc, "train.micro_batch_size"), field(doc, "train.gradient_accumulation_steps"), world_size(doc))
+    if not all(type(f) is int for f in factors):
+        # an imported "x" times 10**30 would build a string that fills memory; validation reports the type
+        raise TypeError(f"not whole numbers: {factors!r}")
+    return math.prod(factors)
 
 
 TABLE = Table(

@@ -19,8 +19,10 @@ from pathlib import Path
 
 import yaml
 
+from registry.doc import MISSING, lookup
 from registry.errors import RecipeError
 from registry.files import SCHEMA_DIR
+from registry.load import load_json
 from registry.resolve.accelerate import import_config as from_accelerate
 from registry.resolve.accelerate import launch_flags
 from registry.trainers.lerobot import import_flags as from_lerobot
@@ -60,6 +62,7 @@ def read(setup: Setup) -> Imported:
         raise RecipeError("--trainer opentau needs --trainer-config C.json")
     if setup.trainer == "lerobot" and setup.trainer_args is None:
         raise RecipeError('--trainer lerobot needs --trainer-args "--policy.type=act ..."')
+    _check_trainer_input(setup)
     recipe, notes = from_accelerate(setup.accelerate, setup.gpu, setup.deepspeed, launch_flags(setup.launch_args))
     origin = setup.accelerate.name + (f" and {setup.deepspeed.name}" if setup.deepspeed else "")
     part = None
@@ -84,6 +87,20 @@ def read(setup: Setup) -> Imported:
         )
     finish(recipe, notes)
     return Imported(recipe, part, notes, origin)
+
+
+def _check_trainer_input(setup: Setup) -> None:
+    """An OpenTau policy.type that is not a name, said at its line before the reader uses it."""
+    if setup.trainer == "opentau":
+        loaded = load_json(setup.trainer_config, "OpenTau TrainPipelineConfig JSON")
+        kind = lookup(loaded.data, "policy.type")
+        if kind is not MISSING and kind is not None and not isinstance(kind, str):
+            raise RecipeError.at(
+                loaded.origins.get(("policy", "type"), loaded.file),
+                "import-value",
+                f"{kind!r} is not a policy type name",
+                path="policy.type",
+            )
 
 
 def render(imported: Imported, name: str, dest: Path) -> str:

@@ -95,11 +95,15 @@ def find_program(program: str, env: dict[str, str]) -> bool:
 
 
 def show(bundle: Bundle) -> None:
+    # escaped, so that a `\r` or an escape sequence in a value cannot hide a line from the reviewer
+    from registry.errors import printable
+
     for name, text in bundle.files.items():
-        print(f"==> {name} <==")
+        print(f"==> {printable(name, keep='')} <==")
+        text = printable(text)
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         print()
-    print(f"==> command <==\n{bundle.command}")
+    print(f"==> command <==\n{printable(str(bundle.command))}")
 
 
 def run(

@@ -39,7 +39,9 @@ def save(
         if accelerator.is_main_process:
             from safetensors.torch import save_file
 
-            save_file({k: v.detach().to("cpu").contiguous() for k, v in weights.items()}, str(tmp / "model.safetensors"))
+            save_file(
+                {k: v.detach().to("cpu").contiguous() for k, v in weights.items()}, str(tmp / "model.safetensors")
+            )
     # every rank has written its part (save_state writes per-rank RNG files) before the rename
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:

@@ -218,7 +218,10 @@ def invocation(doc: dict, ctx: Context) -> Invocation:
 def parse(args: str) -> dict[str, str]:
     """lerobot-train's command line as {flag name: text}: --key=value or --key value."""
     found: dict[str, str] = {}
-    tokens = shlex.split(args)
+    try:
+        tokens = shlex.split(args)
+    except ValueError as e:  # an unbalanced quote
+        raise RecipeError(f"--trainer-args: cannot split {args!r}: {e}") from None
     i = 0
     while i < len(tokens):
         token = tokens[i]

@@ -190,4 +190,4 @@ def import_config(path: Path, recipe: dict, notes: list[str]) -> str | None:
     if lookup(recipe, "backend.kind") == "fsdp" and kind in FP32_UNDER_FSDP:
         # no file says so: OpenTau decides it from accelerate's distributed_type
         reader.set(("policy", "dtype"), "float32", f"OpenTau's {kind} under FSDP")
-    return PARTS.get(kind)
+    return PARTS.get(kind) if isinstance(kind, str) else None  # another type is the schema's to report

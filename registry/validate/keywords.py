@@ -9,17 +9,26 @@ x-invariants [RULE, ...]: each rule has id, severity, message, hint, source and 
              `require` (a subschema) or `compute` (the name of a computed check), applied
              when the document matches `when`. Invariants are evaluated on the whole
              document, so every path in them is absolute.
+
+Two standard keywords are read more strictly than jsonschema reads them (docs/failure-modes.md §33, §36):
+pattern      with ECMA-262's `$` (the end of the string), as JSON Schema defines it; Python's
+             `$` also matches before a final newline, which let `name\n` through every pattern.
+type         a string holding a terminal control character is not a valid string.
 """
 
 from __future__ import annotations
 
 import math
 import operator
+import re
+from functools import lru_cache
 
+from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
 from registry import view
 from registry.doc import MISSING, lookup, split
+from registry.load import control_problem
 from registry.validate import checks
 
 _OPS = {
@@ -68,7 +77,49 @@ def x_invariants(validator, rules, instance, schema):
             yield _error(rule, path, instance)
 
 
-KEYWORDS = {"x-where": x_where, "x-compare": x_compare, "x-invariants": x_invariants}
+def pattern(validator, spec, instance, schema):
+    if validator.is_type(instance, "string") and not ecma_pattern(spec).search(instance):
+        yield ValidationError(f"{instance!r} does not match {spec!r}")
+
+
+@lru_cache(maxsize=256)
+def ecma_pattern(spec: str) -> re.Pattern:
+    """A schema pattern with `$` outside brackets read as ECMA-262 reads it: the end of the string."""
+    out, i, in_class = [], 0, False
+    while i < len(spec):
+        c = spec[i]
+        if c == "\\":
+            out.append(spec[i : i + 2])
+            i += 2
+            continue
+        if c == "[" and not in_class:
+            in_class = True
+        elif c == "]" and in_class:
+            in_class = False
+        out.append(r"\Z" if c == "$" and not in_class else c)
+        i += 1
+    return re.compile("".join(out))
+
+
+_TYPE = Draft202012Validator.VALIDATORS["type"]
+
+
+def type_(validator, types, instance, schema):
+    yield from _TYPE(validator, types, instance, schema)
+    if isinstance(instance, str) and "string" in ([types] if isinstance(types, str) else types):
+        why = control_problem(instance)
+        if why:  # shown raw it would hide text from a reviewer; it reaches launch.sh too
+            yield ValidationError(why, validator="control-char")
+
+
+KEYWORDS = {"x-where": x_where, "x-compare": x_compare, "x-invariants": x_invariants, "pattern": pattern, "type": type_}
+
+
+def finite_number(checker, instance) -> bool:
+    """JSON's numbers: NaN and infinity are not numbers in a recipe (JSON has neither)."""
+    return Draft202012Validator.TYPE_CHECKER.is_type(instance, "number") and (
+        not isinstance(instance, float) or math.isfinite(instance)
+    )
 
 
 def computed(validator, rules: list[dict], doc: dict):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import difflib
+import math
 import re
 
 from jsonschema.exceptions import ValidationError, best_match
 
 from registry.doc import MISSING, PLACEHOLDER, join, lookup, origin_of
-from registry.errors import Problem
+from registry.errors import Problem, printable
+from registry.load import CONTROL_HINT
 
 # Structural keywords -> rule ids in messages.
 _RULES = {
@@ -27,6 +29,7 @@ _RULES = {
     "minLength": "length",
     "uniqueItems": "duplicate",
     "propertyNames": "key-name",
+    "control-char": "control-char",  # keywords.type_: a string a terminal would not show as written
 }
 STRUCTURAL = frozenset(_RULES.values()) | {"schema"}  # rule ids of the structural keywords
 
@@ -35,7 +38,9 @@ def from_error(error: ValidationError, doc: dict, origins: dict) -> list[Problem
     if error.validator == "x-invariants":
         return [_invariant(error, doc, origins)]
     if error.validator in ("oneOf", "anyOf") and error.context:
-        error = best_match(error.context)
+        # the branch of the value's own type says what is wrong with it (a pattern, a range)
+        fitting = [e for e in error.context if e.validator != "type" or e.relative_path]
+        error = best_match(fitting or error.context)
     path = tuple(error.absolute_path)
     rule = _RULES.get(error.validator, "schema")
     if error.validator == "additionalProperties":
@@ -66,6 +71,12 @@ def from_error(error: ValidationError, doc: dict, origins: dict) -> list[Problem
         and "string" in _as_list(error.validator_value)
     ):
         hint = "quote the value"
+    if error.validator == "type" and isinstance(error.instance, float) and not math.isfinite(error.instance):
+        hint = "recipes hold finite numbers (JSON has no NaN or infinity)"
+    if error.validator == "type" and isinstance(error.instance, str):
+        hint = _yaml11_hint(error.instance, _as_list(error.validator_value))
+    if error.validator == "control-char":
+        hint = CONTROL_HINT
     if error.validator == "enum":
         close = difflib.get_close_matches(str(error.instance), [str(v) for v in error.validator_value], n=1)
         hint = f"did you mean {close[0]!r}?" if close else None
@@ -108,7 +119,39 @@ def _show(value) -> str:
         return "true" if value else "false"
     if value is None:
         return "null"
-    return str(value)
+    return printable(str(value), keep="")  # a value in a message must not act on the terminal
+
+
+# What YAML 1.1 (PyYAML, older tools) made of a text that recipes read as YAML 1.2 text
+# (registry/load.py): the hint says what to write instead (docs/failure-modes.md §35).
+_YAML11_BOOLS = {w: w in ("yes", "on", "y") for w in ("yes", "no", "on", "off", "y", "n")}
+_SEXAGESIMAL = re.compile(r"[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?")
+_RADIX = re.compile(r"[-+]?0([xX][0-9a-fA-F_]+|[oO][0-7_]+|[bB][01_]+)|[-+]?[0-9][0-9_]*_[0-9_]*(\.[0-9_]*)?")
+
+
+def _yaml11_hint(text: str, types: list) -> str | None:
+    said = f"`{printable(text, keep='')}` is text in a recipe (YAML 1.2)"
+    if "boolean" in types and text.lower() in _YAML11_BOOLS:
+        return f"{said}; write {'true' if _YAML11_BOOLS[text.lower()] else 'false'}"
+    if not {"integer", "number"} & set(types):
+        return None
+    if _SEXAGESIMAL.fullmatch(text):
+        sign, digits = (-1, text[1:]) if text[0] == "-" else (1, text.lstrip("+"))
+        value = 0.0
+        for part in digits.replace("_", "").split(":"):
+            value = value * 60 + float(part)
+        value *= sign
+        return f"{said}, not a base-60 number; write {int(value) if value.is_integer() else value}"
+    if _RADIX.fullmatch(text):
+        value = float(text.replace("_", "")) if "." in text else int(text, 0)
+        return f"{said}; write {value}"
+    if re.fullmatch(r"[-+]?0[0-9]+", text):
+        return (
+            f"{said}; write {int(text)} without the leading zero (YAML 1.1 read it as octal {int(text, 8)})"
+            if re.fullmatch(r"[-+]?0[0-7]+", text)
+            else f"{said}; write {int(text)}"
+        )
+    return None
 
 
 def _tuple(dotted: str) -> tuple:

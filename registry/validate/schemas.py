@@ -73,16 +73,23 @@ def registry():
     from referencing import Registry
     from referencing.jsonschema import DRAFT202012
 
-    return Registry().with_resources((name, DRAFT202012.create_resource(doc)) for name, doc in documents().items())
+    # Each file is registered without its `$schema`: jsonschema validates a subschema that names a
+    # dialect with that dialect's stock validator, which would drop this project's keywords (the
+    # ECMA-262 `pattern`, finite numbers, printable strings) below every `$ref` to a section file.
+    return Registry().with_resources(
+        (name, DRAFT202012.create_resource({k: v for k, v in doc.items() if k != "$schema"}))
+        for name, doc in documents().items()
+    )
 
 
 @cache
 def validator_class():
     from jsonschema import Draft202012Validator, validators
 
-    from registry.validate.keywords import KEYWORDS
+    from registry.validate.keywords import KEYWORDS, finite_number
 
-    return validators.extend(Draft202012Validator, KEYWORDS)
+    checker = Draft202012Validator.TYPE_CHECKER.redefine("number", finite_number)
+    return validators.extend(Draft202012Validator, KEYWORDS, type_checker=checker)
 
 
 @cache
