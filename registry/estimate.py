@@ -4,10 +4,15 @@ buckets) and the optimizer step (gradients and the optimizer's temporaries); bot
 every rank keeps between steps. The byte counts per parameter are those measured with the
 built-in trainer on GPUs (benchmarks/calibrate.py); they refine the model-state
 accounting of docs/failure-modes.md §24 with DDP's gradient buckets, autocast's weight copies and DeepSpeed's fp32 gradient
-partition. Pure arithmetic on the resolved document: no torch."""
+partition. Pure arithmetic on the resolved document: no torch.
+
+The schema bounds types and signs, not magnitudes: a count beyond float range or a product that
+overflows gives an estimate that is not `finite`, which `recipe estimate` and the memory-fit rule
+report as one error instead of doing arithmetic on inf and nan."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from registry import view
@@ -56,7 +61,7 @@ class Estimate:
 
     @property
     def fraction(self) -> float:
-        return self.total_gib / self.capacity_gib
+        return self.total_gib / self.capacity_gib if self.capacity_gib > 0 else math.inf
 
     @property
     def allocated_gib(self) -> float:
@@ -69,6 +74,12 @@ class Estimate:
         return self.allocated_gib + self.breakdown["allocator overhead"]
 
     @property
+    def finite(self) -> bool:
+        """Whether every figure is a finite number (False when an input overflows float range)."""
+        figures = [v for rows in self.phases.values() for v in rows.values()]
+        return all(math.isfinite(v) for v in (*figures, self.capacity_gib, self.per_sample_gib, self.overhead))
+
+    @property
     def largest_micro_batch(self) -> int:
         return self.largest_under(1.0)
 
@@ -77,10 +88,11 @@ class Estimate:
         limit = fraction * self.capacity_gib
         forward = self.phases[FORWARD]
         per_sample = self.per_sample_gib * (1 + self.overhead)
-        if sum(self.phases[STEP].values()) > limit or per_sample <= 0:
+        if not self.finite or sum(self.phases[STEP].values()) > limit or per_sample <= 0:
             return 0
         fixed = sum(forward.values()) - forward["activations"] * (1 + self.overhead)
-        return max(0, int((limit - fixed) // per_sample))
+        fits = (limit - fixed) // per_sample
+        return max(0, int(fits)) if math.isfinite(fits) else 0
 
 
 def estimate(recipe: Section) -> Estimate | None:
@@ -91,12 +103,44 @@ def estimate(recipe: Section) -> Estimate | None:
     if gpu is None or mem.params is None:
         return None
     kept, forward, step = _layout(recipe)
-    overhead = float(recipe.backend.memory.allocator_overhead)
+    overhead = _float(recipe.backend.memory.allocator_overhead)
     micro = recipe.train.micro_batch_size
     per_sample = _activation_per_sample(recipe)
-    forward = {**forward, "activations": per_sample * micro * GIB}
+    forward = {**forward, "activations": per_sample * _float(micro) * GIB}
     phases = {name: _rows(kept, extra, overhead) for name, extra in ((FORWARD, forward), (STEP, step))}
-    return Estimate(float(gpu.memory_gib), phases, micro, per_sample, overhead)
+    return Estimate(_float(gpu.memory_gib), phases, micro, per_sample, overhead)
+
+
+def _float(value) -> float:
+    """A number as a float; an int beyond float range is infinite rather than an OverflowError."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def _world(recipe: Section) -> float:
+    return _float(world_size(recipe))
+
+
+def overflow(recipe: Section) -> str:
+    """What to say of an estimate that is not finite: the sizes it multiplies, as the recipe sets them."""
+    recipe = view.of(recipe)
+    mem = recipe.policy.memory
+    sizes = {
+        "policy.memory.params": mem.params,
+        "policy.memory.activation_gib_per_sample": mem.activation_gib_per_sample,
+        "policy.memory.activation_gib_per_frame": mem.activation_gib_per_frame,
+        "train.micro_batch_size": recipe.train.micro_batch_size,
+        "backend.memory.allocator_overhead": recipe.backend.memory.allocator_overhead,
+    }
+    shown = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {_short(v)}" for k, v in sizes.items())
+    return f"the memory estimate does not come out finite (a size or count too large for float arithmetic: {shown})"
+
+
+def _short(value) -> str:
+    text = str(value)
+    return text if len(text) <= 12 else f"{text[:6]}...({len(text)} digits)"
 
 
 def _allocated(rows: dict[str, float]) -> float:
@@ -143,10 +187,10 @@ def _layout(recipe: Section) -> tuple[dict, dict, dict]:
     """Bytes per rank by row: kept between steps, added in forward/backward, added in the step."""
     backend, mem = recipe.backend, recipe.policy.memory
     sizes = Sizes(
-        params=float(mem.params),
-        trainable=float(mem.params if mem.trainable_params is None else mem.trainable_params),
-        unit=float(mem.largest_unit_params),
-        root=float(mem.root_unit_params),
+        params=_float(mem.params),
+        trainable=_float(mem.params if mem.trainable_params is None else mem.trainable_params),
+        unit=_float(mem.largest_unit_params),
+        root=_float(mem.root_unit_params),
         mixed=backend.mixed_precision != "no",
     )
     return LAYOUTS[backend.kind](recipe, backend, sizes)
@@ -163,9 +207,10 @@ def _ddp(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict]
 def _fsdp(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict]:
     P, T = z.params, z.trainable
     sharding = backend.sharding
-    shards = world_size(recipe) if sharding in ("FULL_SHARD", "SHARD_GRAD_OP") or backend.version == 2 else 1
+    shards = _world(recipe) if sharding in ("FULL_SHARD", "SHARD_GRAD_OP") or backend.version == 2 else 1.0
     if sharding == "HYBRID_SHARD":
-        shards = recipe.hardware.gpus_per_node
+        # within a node; a hardware part without GPUs (an invariant's error) shards over nothing
+        shards = max(1.0, _float(recipe.hardware.gpus_per_node))
     if sharding == "SHARD_GRAD_OP" or shards == 1:
         gathered = P * z.low if z.mixed or shards > 1 else 0.0  # gathered between forward and backward
     else:
@@ -175,13 +220,13 @@ def _fsdp(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict
 
 
 def _deepspeed(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict]:
-    P, T, n = z.params, z.trainable, world_size(recipe)
+    P, T, n = z.params, z.trainable, _world(recipe)
     stage, offload = backend.zero_stage, backend.offload
     optimizer_shards = n if stage >= 1 else 1
     on_cpu = offload.optimizer != "none"
     optim = 0.0 if on_cpu else (12 if z.mixed else 8) * T / optimizer_shards  # fp32 master copy and Adam moments
     grads = 0.0 if on_cpu else 4 * T / optimizer_shards  # the fp32 gradient partition the optimizer reads
-    bucket = float(backend.reduce_bucket_size) * z.low  # schema default: DeepSpeed's 5e8 elements
+    bucket = _float(backend.reduce_bucket_size) * z.low  # schema default: DeepSpeed's 5e8 elements
     if stage >= 3:
         params = 0.0 if offload.param != "none" else z.low * P / n
         kept = {"parameters": params, "optimizer states": optim, "gradients": grads}
@@ -200,10 +245,10 @@ LAYOUTS = {"ddp": _ddp, "fsdp": _fsdp, "deepspeed": _deepspeed}
 
 def _activation_per_sample(recipe: Section) -> float:
     policy, mem = recipe.policy, recipe.policy.memory
-    frames = recipe.dataset.num_cams * policy.n_obs_steps
-    gib = float(mem.activation_gib_per_sample) + float(mem.activation_gib_per_frame) * frames
+    frames = _float(recipe.dataset.num_cams) * _float(policy.n_obs_steps)
+    gib = _float(mem.activation_gib_per_sample) + _float(mem.activation_gib_per_frame) * frames
     if not policy.gradient_checkpointing and not recipe.backend.activation_checkpointing:
-        gib *= float(mem.no_checkpointing_factor)
+        gib *= _float(mem.no_checkpointing_factor)
     return gib * _activation_factor(recipe)
 
 
@@ -219,4 +264,4 @@ def _activation_factor(recipe: Section) -> float:
         return 1.0
     if backend.mixed_precision == "no":
         return 2.0
-    return float(backend.memory.activation_factor)
+    return _float(backend.memory.activation_factor)

@@ -93,13 +93,14 @@ def display_path(path: Path) -> str:
 
 
 def load_cached(path: Path) -> Loaded:
-    """load_file, parsed once per process for as long as the file is unchanged."""
+    """load_file, parsed once per process for as long as the file is unchanged (and the working
+    directory, which its origins are shown relative to)."""
     st = os.stat(path)
-    return _load_cached(Path(path).resolve(), (st.st_mtime_ns, st.st_size))
+    return _load_cached(Path(path).resolve(), (st.st_mtime_ns, st.st_size), os.getcwd())
 
 
 @lru_cache(maxsize=1024)
-def _load_cached(path: Path, stamp: tuple[int, int]) -> Loaded:
+def _load_cached(path: Path, stamp: tuple[int, int], cwd: str) -> Loaded:
     return load_file(path)
 
 

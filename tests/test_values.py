@@ -225,3 +225,13 @@ def test_invariant_messages_show_values_escaped():
     from registry.validate.problems import _show
 
     assert _show("a\x1b[2Jb\r") == "a\\x1b[2Jb\\r"
+
+
+@pytest.mark.parametrize("override", ["hardware.gpus_per_node=8.0", "train.steps=3.0", "hardware.nodes=1.0"])
+def test_a_whole_float_is_not_an_integer(override):
+    """JSON Schema counts 8.0 as an integer; a recipe does not: it would reach the launcher as 16.0
+    or a batch product as a float (found by the fuzz harness as a traceback in resolve)."""
+    r = run_cli("resolve", "pi05/zero3/8xH100", override, "-o", "/nonexistent/never-written")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    key, value = override.split("=")
+    assert f"{key}: {value} is not of type integer (hint: an integer is written without a point: write" in r.stderr

@@ -38,6 +38,8 @@ def run(args) -> int:
             f"{recipe.name} runs on CPU or its policy declares no sizes (policy.memory): nothing to estimate",
             Exit.INVALID,
         )
+    if not est.finite:
+        raise RecipeError(f"{recipe.name}: {memory.overflow(recipe.data)}", Exit.INVALID)
     if args.format == "json":
         print(
             json.dumps(
@@ -47,6 +49,7 @@ def run(args) -> int:
                     "breakdown_gib": est.breakdown,
                     "allocated_gib": est.allocated_gib,
                     "reserved_gib": est.reserved_gib,
+                    "per_sample_gib": est.per_sample_gib,
                     "total_gib": est.total_gib,
                     "fraction": est.fraction,
                     "peak_phase": est.phase,

@@ -16,6 +16,12 @@ from registry.topology import world_size
 from registry.trainers.mapping import Computed, Const, Extra, Field, Table, field, write
 
 
+def _whole(value):
+    """DeepSpeed reads these as pydantic ints, which take a whole float (`5e8` in a JSON file): an
+    import reads them the same way, so the recipe holds the int its integer fields require."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def _stage3(doc) -> bool:
     return field(doc, "backend.zero_stage") == 3
 
@@ -64,9 +70,9 @@ TABLE = Table(
         raises="DeepSpeed refuses to start: 'Check batch related parameters. train_batch_size is not equal to"
         " micro_batch_per_gpu * gradient_acc_step * world_size'",
     ),
-    Field("train.micro_batch_size", "train_micro_batch_size_per_gpu", to=int),
+    Field("train.micro_batch_size", "train_micro_batch_size_per_gpu", to=int, back=_whole),
     # absent, accelerate gives DeepSpeed its own value: 1 unless the trainer says otherwise
-    Field("train.gradient_accumulation_steps", "gradient_accumulation_steps", to=int, absent=1),
+    Field("train.gradient_accumulation_steps", "gradient_accumulation_steps", to=int, back=_whole, absent=1),
     # DeepSpeed without gradient_clipping does not clip
     Field(
         "train.optimizer.grad_clip_norm",
@@ -92,12 +98,12 @@ TABLE = Table(
     Const("fp16.initial_scale_power", 16, when=_precision("fp16")),
     # lets the run keep its torch optimizer instead of DeepSpeed's CPU Adam (docs/failure-modes.md §29)
     Const("zero_force_ds_cpu_optimizer", False, when=_offloads("optimizer")),
-    Field("backend.zero_stage", "zero_optimization.stage", to=int),
+    Field("backend.zero_stage", "zero_optimization.stage", to=int, back=_whole),
     # written only where the recipe sets them: the schema's defaults are DeepSpeed's own
     Field("backend.overlap_comm", "zero_optimization.overlap_comm", stated=True),
     Field("backend.contiguous_gradients", "zero_optimization.contiguous_gradients", stated=True),
-    Field("backend.reduce_bucket_size", "zero_optimization.reduce_bucket_size", stated=True),
-    Field("backend.allgather_bucket_size", "zero_optimization.allgather_bucket_size", stated=True),
+    Field("backend.reduce_bucket_size", "zero_optimization.reduce_bucket_size", back=_whole, stated=True),
+    Field("backend.allgather_bucket_size", "zero_optimization.allgather_bucket_size", back=_whole, stated=True),
     *_offload("optimizer"),
     *_offload("param"),
     Field(

@@ -43,12 +43,14 @@ def memory_fit(recipe: Section, rule: dict) -> list[Finding]:
         return [Finding("warning", ("policy", "memory"), text, "extend a bundled policy part, or set policy.memory")]
     if est is None:
         return []
+    path = ("train", "micro_batch_size")
+    if not est.finite:
+        return [Finding("error", path, memory.overflow(recipe), "bring the sizes and counts into a realistic range")]
     parts = ", ".join(f"{k} {v:.1f}" for k, v in est.breakdown.items() if v >= 0.05)
     text = (
         f"needs about {est.total_gib:.1f} GiB per rank of {est.capacity_gib:.1f} GiB "
         f"({est.fraction:.0%}: {parts}); the largest micro batch that fits is {est.largest_micro_batch}"
     )
-    path = ("train", "micro_batch_size")
     if est.fraction > 1.0:
         return [Finding("error", path, text)]
     if est.fraction > 0.9:

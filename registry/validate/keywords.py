@@ -115,6 +115,12 @@ def type_(validator, types, instance, schema):
 KEYWORDS = {"x-where": x_where, "x-compare": x_compare, "x-invariants": x_invariants, "pattern": pattern, "type": type_}
 
 
+def whole_number(checker, instance) -> bool:
+    """An integer is an int: JSON Schema also counts 8.0, which then reaches a launcher as
+    `--num_processes 16.0` or a batch product as a float (docs/failure-modes.md §34)."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
 def finite_number(checker, instance) -> bool:
     """JSON's numbers: NaN and infinity are not numbers in a recipe (JSON has neither)."""
     return Draft202012Validator.TYPE_CHECKER.is_type(instance, "number") and (

@@ -73,6 +73,9 @@ def from_error(error: ValidationError, doc: dict, origins: dict) -> list[Problem
         hint = "quote the value"
     if error.validator == "type" and isinstance(error.instance, float) and not math.isfinite(error.instance):
         hint = "recipes hold finite numbers (JSON has no NaN or infinity)"
+    whole = isinstance(error.instance, float) and math.isfinite(error.instance) and error.instance.is_integer()
+    if error.validator == "type" and whole and "integer" in _as_list(error.validator_value):
+        hint = f"an integer is written without a point: write {int(error.instance)}"
     if error.validator == "type" and isinstance(error.instance, str):
         hint = _yaml11_hint(error.instance, _as_list(error.validator_value))
     if error.validator == "control-char":

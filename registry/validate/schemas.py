@@ -86,9 +86,9 @@ def registry():
 def validator_class():
     from jsonschema import Draft202012Validator, validators
 
-    from registry.validate.keywords import KEYWORDS, finite_number
+    from registry.validate.keywords import KEYWORDS, finite_number, whole_number
 
-    checker = Draft202012Validator.TYPE_CHECKER.redefine("number", finite_number)
+    checker = Draft202012Validator.TYPE_CHECKER.redefine_many({"number": finite_number, "integer": whole_number})
     return validators.extend(Draft202012Validator, KEYWORDS, type_checker=checker)
 
 
