@@ -627,3 +627,55 @@ def test_a_terminal_sees_a_progress_bar_and_ctrl_c_ends_in_one_line(tmp_path):
     assert f"go on with: recipe run {' '.join(args)} --resume {run_dir}" in lines[-1]
     assert "Traceback" not in text
     assert "\r" not in (run_dir / "launch.log").read_text()  # the log keeps each line's last state
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP], ids=["SIGKILL", "SIGHUP"])
+def test_real_ranks_die_with_their_launcher(tmp_path, sig):
+    """The built-in trainer's ranks under torchrun, mid-training: within 5 s of SIGKILL or SIGHUP
+    to `recipe run`, no rank is left (the watchdog, or the handler, stops their groups)."""
+    from conftest import free_port
+
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "registry", "run", "tiny/ddp/cpu", "train.steps=100000", "train.log_every=1"]
+        + [f"launch.main_process_port={free_port()}", "--output-dir", str(run_dir)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline and '"loss"' not in _read(run_dir / "metrics.jsonl"):
+            time.sleep(0.2)
+        ranks = _ranks_in(run_dir)
+        assert len(ranks) >= 3, ranks  # torchrun and its two ranks, seen training
+        proc.send_signal(sig)
+        proc.wait(timeout=30)
+        end = time.time() + 5
+        while time.time() < end and any(alive(p) for p in ranks):
+            time.sleep(0.05)
+        assert not [p for p in ranks if alive(p)], f"ranks outlived `recipe run` by 5 s after {sig.name}"
+    finally:
+        proc.kill()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
+
+
+def _ranks_in(run_dir: Path) -> list[int]:
+    """The processes of a launch in a run folder: the launcher and the ranks, `registry.train` in their
+    argv and the folder their working directory."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and Path(os.readlink(entry / "cwd")) == run_dir.resolve():
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                if b"registry.train" in argv:
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
