@@ -14,6 +14,8 @@ import sys
 from registry import __version__
 from registry.commands import (
     bench,
+    catalog,
+    completion,
     cp,
     diff,
     estimate,
@@ -24,6 +26,7 @@ from registry.commands import (
     resolve,
     run,
     schema,
+    search,
     show,
     source,
     validate,
@@ -32,7 +35,25 @@ from registry.errors import Exit, RecipeError
 from registry.names import is_override
 
 # In the order `recipe --help` shows them.
-VERBS = (list_, show, validate, resolve, run, estimate, bench, source, publish, history, diff, cp, import_, schema)
+VERBS = (
+    list_,
+    search,
+    show,
+    validate,
+    resolve,
+    run,
+    estimate,
+    bench,
+    source,
+    publish,
+    history,
+    diff,
+    cp,
+    import_,
+    schema,
+    catalog,
+    completion,
+)
 
 
 def main(argv: list[str] | None = None) -> int:

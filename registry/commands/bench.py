@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 
-from registry.errors import RecipeError
+from registry.errors import Exit, RecipeError
 from registry.names import is_override
 
 NAME = "bench"
@@ -32,6 +33,12 @@ def register(subparsers) -> None:
         "--record", action="store_true", help="append the results, with provenance, to each recipe's own file"
     )
     p.add_argument("--allow-hardware-mismatch", action="store_true")
+    p.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="json: the results as one document on stdout (the trainers' output is not shown)",
+    )
     p.set_defaults(func=run)
 
 
@@ -45,4 +52,61 @@ def run(args) -> int:
     if args.steps < 1 or args.warmup < 0:
         raise RecipeError("--steps must be at least 1 and --warmup at least 0")
     command = "recipe " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "recipe bench"
+    if args.format == "json":
+        return _json(targets, sets, args, command)
     return bench(targets, sets, args.steps, args.warmup, args.allow_hardware_mismatch, args.record, command)
+
+
+def outcome_json(outcome) -> dict:
+    """One row of the results table as JSON: every key always present; a skipped cell has its
+    reason in `skipped` and null figures. Shares are fractions of the step time (adding up to 1)."""
+    measured = outcome.skipped is None
+    return {
+        "recipe": outcome.name,
+        "skipped": outcome.skipped,
+        "samples_per_s": outcome.samples_per_s if measured else None,
+        "peak_allocated_gib": outcome.peak_allocated_gib if measured else None,
+        "peak_reserved_gib": outcome.peak_reserved_gib if measured else None,
+        "shares": dict(outcome.shares) if measured else None,
+        "phase_peaks_gib": dict(outcome.phase_peaks_gib) if measured else None,
+        "resident_gib": outcome.resident_gib if measured else None,
+        "micro_batch_size": outcome.micro_batch_size if measured else None,
+        "world_size": outcome.world_size if measured else None,
+        "run_dir": str(outcome.run_dir) if outcome.run_dir else None,
+    }
+
+
+def _json(targets: list[str], sets: list[str], args, command: str) -> int:
+    """As registry.run.bench.main, with the trainers' output kept off stdout and the table as JSON."""
+    from registry.commands.render import document
+    from registry.compose import patterns
+    from registry.names import looks_like_file, parse
+    from registry.run import bench
+    from registry.sharing import sources
+
+    cells: list[str] = []
+    for target in targets:
+        cells += patterns.expand(target) if patterns.is_pattern(target) else [target]
+    outcomes = []
+    for cell in cells:
+        print(
+            f"recipe bench: {cell} ({args.warmup} warm-up + {args.steps} measured steps)", file=sys.stderr, flush=True
+        )
+        outcomes.append(bench.bench_one(cell, sets, args.steps, args.warmup, args.allow_hardware_mismatch, echo=False))
+    recorded: dict[str, str | None] = {}
+    if args.record:
+        for o, cell in zip(outcomes, cells):
+            if o.skipped:
+                continue
+            path = Path(cell) if looks_like_file(cell) else sources.find(parse(cell))
+            if path is None:
+                print(
+                    f"{cell}: not recorded: it has no file of its own (hint: write a tuned overlay {cell}.yaml)",
+                    file=sys.stderr,
+                )
+            else:
+                bench.record(o, path, command, args.steps)
+            recorded[o.name] = str(path) if path else None
+    rows = [{**outcome_json(o), "recorded_in": recorded.get(o.name)} for o in outcomes]  # null: not recorded
+    sys.stdout.write(document({"steps": args.steps, "warmup": args.warmup, "results": rows}))
+    return Exit.INVALID if all(o.skipped for o in outcomes) else Exit.OK

@@ -23,13 +23,23 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(NAME, help=HELP, epilog=EXAMPLES)
     p.add_argument("a", metavar="A")
     p.add_argument("b", metavar="B")
+    p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from registry.compose import compose
 
-    lines = differences(compose(args.a), compose(args.b))
+    a, b = compose(args.a), compose(args.b)
+    if args.format == "json":
+        import sys
+
+        from registry.commands.render import document
+
+        found = changes(a, b)
+        sys.stdout.write(document({"a": a.name, "b": b.name, "same": not found, "differences": found}))
+        return Exit.INVALID if found else Exit.OK
+    lines = differences(a, b)
     for line in lines:
         print(line)
     return Exit.INVALID if lines else Exit.OK  # as diff(1): 1 when the recipes differ
@@ -44,16 +54,34 @@ def leaves(data, prefix: tuple = ()) -> dict[tuple, object]:
     return {prefix: data}
 
 
-def differences(a: Recipe, b: Recipe) -> list[str]:
+def differing(a: Recipe, b: Recipe) -> tuple[dict, dict, list[tuple]]:
+    """Both recipes' leaves, and the paths where they differ (recipe.name left out), in order."""
     left, right = leaves(a.data), leaves(b.data)
-    lines = []
-    for path in sorted(set(left) | set(right), key=lambda p: tuple(str(x) for x in p)):
-        if path and path[0] == "recipe" and path[-1] == "name":
-            continue
-        if left.get(path, _ABSENT) == right.get(path, _ABSENT):
-            continue
-        lines.append(f"{join(path)}: {_side(left, a, path)} -> {_side(right, b, path)}")
-    return lines
+    paths = [
+        path
+        for path in sorted(set(left) | set(right), key=lambda p: tuple(str(x) for x in p))
+        if not (path and path[0] == "recipe" and path[-1] == "name")
+        and left.get(path, _ABSENT) != right.get(path, _ABSENT)
+    ]
+    return left, right, paths
+
+
+def differences(a: Recipe, b: Recipe) -> list[str]:
+    left, right, paths = differing(a, b)
+    return [f"{join(path)}: {_side(left, a, path)} -> {_side(right, b, path)}" for path in paths]
+
+
+def changes(a: Recipe, b: Recipe) -> list[dict]:
+    """`--format json`: each difference as {path, a, b}; a side is {value, origin}, or null
+    where that recipe does not set the path."""
+    left, right, paths = differing(a, b)
+
+    def side(values: dict, recipe: Recipe, path: tuple) -> dict | None:
+        if path not in values:
+            return None
+        return {"value": values[path], "origin": recipe.origins.get(path, "composed")}
+
+    return [{"path": join(path), "a": side(left, a, path), "b": side(right, b, path)} for path in paths]
 
 
 _ABSENT = object()

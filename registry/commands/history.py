@@ -17,6 +17,7 @@ example:
 def register(subparsers) -> None:
     p = subparsers.add_parser(NAME, help=HELP, epilog=EXAMPLES)
     p.add_argument("name")
+    p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=run)
 
 
@@ -25,8 +26,50 @@ def run(args) -> int:
     from registry.names import parse
     from registry.sharing.versions import history_rows
 
-    rows = history_rows(parse(args.name).path)
+    name = parse(args.name).path
+    if args.format == "json":
+        from registry.commands.render import document
+
+        found = published(name)
+        if not found:
+            raise RecipeError(f"{args.name}: no published versions in any source")
+        sys.stdout.write(document({"name": name, "versions": found}))
+        return Exit.OK
+    rows = history_rows(name)
     if not rows:
         raise RecipeError(f"{args.name}: no published versions in any source")
     sys.stdout.write(table(rows, ["VERSION", "PUBLISHED", "SHA256", "SAMPLES/S", "SUMMARY"]))
     return Exit.OK
+
+
+def published(name: str) -> list[dict]:
+    """`--format json`: every published version of the name, in source order, with the full
+    sha256 and the last recorded results as numbers (null where none were recorded)."""
+    from registry.load import load_cached
+    from registry.sharing import sources, versions
+
+    found = []
+    for source in sources.all_sources():
+        for v in versions.versions(source, name):
+            doc = load_cached(v.file).data if v.file.is_file() else {}
+            results = doc.get("results")
+            last = results[-1] if isinstance(results, list) and results and isinstance(results[-1], dict) else {}
+            meta = doc.get("recipe") if isinstance(doc.get("recipe"), dict) else {}
+            found.append(
+                {
+                    "version": v.qualified,
+                    "source": source.name,
+                    "number": v.number,
+                    "published": v.date or None,
+                    "sha256": v.sha256,
+                    "file": str(v.file),
+                    "samples_per_s": _number(last.get("samples_per_s")),
+                    "peak_allocated_gib": _number(last.get("peak_allocated_gib")),
+                    "summary": meta.get("summary") or None,
+                }
+            )
+    return found
+
+
+def _number(value) -> float | None:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None

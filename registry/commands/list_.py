@@ -1,23 +1,31 @@
-"""`recipe list`: the cells of the policy x backend x hardware matrix, tuned or not; or the
-parts of each axis; or the sources."""
+"""`recipe list`: every recipe a name reaches, from every source: tuned cells, published
+versions, free-standing recipes, and (filtered or --all) untuned cells; or the parts of each
+axis; or the sources.
+
+sharing/listing.py finds the rows (what exists, its name as `show` takes it, source, version,
+status); this module parses the arguments and prints them as a table or JSON.
+"""
 
 from __future__ import annotations
 
-import itertools
+import json
 import sys
 
 from registry.errors import Exit, RecipeError
-from registry.load import load_cached
-from registry.names import AXES, Name
-from registry.sharing import sources
+from registry.names import AXES
+from registry.sharing import listing, sources
 
 NAME = "list"
-HELP = "list recipes (tuned and untuned cells)"
+HELP = "list recipes from every source, with their version, source and validity"
 EXAMPLES = """\
 examples:
   recipe list --policy pi07
   recipe list --tuned --hardware cpu
+  recipe list --all --valid --grep zero3
+  recipe list --versions --format json
 """
+
+HEADER = ["NAME", "VERSION", "SOURCE", "TUNED", "STATUS", "SHADOWS", "SUMMARY"]
 
 
 def register(subparsers) -> None:
@@ -26,75 +34,90 @@ def register(subparsers) -> None:
         p.add_argument(f"--{axis}", metavar="NAME", help=f"only this {axis} part")
     p.add_argument("--tuned", action="store_true", help="only cells with a tuned overlay")
     p.add_argument("--all", action="store_true", help="every cell, even without filters")
+    add_finding_arguments(p)
+    p.add_argument("--grep", metavar="TEXT", help="only names, summaries or tags holding TEXT (any case)")
     p.add_argument("--parts", action="store_true", help="list the parts of each axis instead")
     p.add_argument("--sources", action="store_true", help="list the sources, and which one wins where names collide")
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
-    from registry.commands.render import table
+def add_finding_arguments(p) -> None:
+    """Arguments `list` and `search` share."""
+    p.add_argument("--valid", action="store_true", help="only recipes that validate (warnings allowed)")
+    p.add_argument("--versions", action="store_true", help="every published version, and shadowed recipes too")
+    p.add_argument("--format", choices=("table", "json"), default="table")
 
+
+def run(args) -> int:
     if args.parts:
-        sys.stdout.write(table(parts_rows(), ["AXIS", "PART", "SUMMARY"]))
+        emit(listing.parts(), ["AXIS", "PART", "SUMMARY"], args.format)
         return Exit.OK
     if args.sources:
         from registry.sharing.manage import rows, winners
 
-        sys.stdout.write(table(rows(), ["SOURCE", "KIND", "LOCATION", "COMMIT"]))
+        emit(rows(), ["SOURCE", "KIND", "LOCATION", "COMMIT"], args.format)
         clashes = winners()
-        if clashes:
+        if clashes and args.format == "table":
             print()
-            sys.stdout.write(table(clashes, ["NAME", "WINS", "SHADOWED"]))
+            emit(clashes, ["NAME", "WINS", "SHADOWED"], args.format)
         return Exit.OK
     filters = {axis: getattr(args, axis) for axis in AXES}
     for axis, value in filters.items():
         if value and value not in sources.part_names(axis):
             raise RecipeError(f"unknown {axis} {value!r}; known: {', '.join(sources.part_names(axis))}")
-    rows, hidden = cells(filters, tuned_only=args.tuned, everything=args.all)
-    sys.stdout.write(table(rows, ["NAME", "TUNED", "VERSION", "SUMMARY"]))
+    with sources.pinned():
+        found, hidden = listing.entries(
+            filters,
+            tuned_only=args.tuned,
+            everything=args.all or bool(args.grep),
+            every_version=args.versions,
+            grep=args.grep,
+            valid_only=args.valid,
+        )
+    show(found, args.format)
     if hidden:
-        print(f"({hidden} untuned cells not shown: filter with --policy/--backend/--hardware, or --all)")
+        note = f"({hidden} untuned cells not shown: filter with --policy/--backend/--hardware, or --all)"
+        print(note, file=sys.stderr if args.format == "json" else sys.stdout)
     return Exit.OK
 
 
-def _meta(path) -> dict:
-    meta = load_cached(path).data.get("recipe")
-    return meta if isinstance(meta, dict) else {}
+def show(found: list[listing.Entry], fmt: str) -> None:
+    if fmt == "json":
+        print(json.dumps([_json(e) for e in found], indent=2))
+        return
+    from registry.commands.render import table
+
+    sys.stdout.write(table([_row(e) for e in found], HEADER))
 
 
-def cells(filters: dict, tuned_only: bool, everything: bool) -> tuple[list[list[str]], int]:
-    """Rows for the table, and how many untuned cells were left out."""
-    tuned: dict[tuple, dict] = {}
-    for source in reversed(sources.all_sources()):  # the first source wins a clash
-        for cell in source.overlays():
-            tuned[cell] = _meta(source.file(cell))
-    axes = [[filters[a]] if filters[a] else sources.part_names(a) for a in AXES]
-    filtered = any(filters.values())
-    rows, hidden = [], 0
-    for cell in itertools.product(*axes):
-        meta = tuned.get(cell)
-        if meta is None and (tuned_only or not (filtered or everything)):
-            hidden += 0 if tuned_only else 1
-            continue
-        rows.append(
-            [
-                "/".join(cell),
-                "tuned" if meta is not None else "-",
-                str(meta.get("version") or "-") if meta else "-",
-                (meta.get("summary") or "") if meta else _untuned_summary(cell),
-            ]
-        )
-    rows.sort(key=lambda r: (r[1] != "tuned", r[0]))
-    return rows, hidden
+def _json(e: listing.Entry) -> dict:
+    return {
+        "name": e.name,
+        "version": e.version,
+        "source": e.source,
+        "tuned": e.tuned,
+        "status": e.status,
+        "shadows": e.shadows,
+        "summary": e.summary,
+    }
 
 
-def _untuned_summary(cell: tuple) -> str:
-    return "composed from parts " + ", ".join(f"{a}/{c}" for a, c in zip(AXES, cell))
+def _row(e: listing.Entry) -> list[str]:
+    return [
+        e.name,
+        str(e.version) if e.version else "-",
+        e.source,
+        "tuned" if e.tuned else "-",
+        e.status,
+        ", ".join(e.shadows) or "-",
+        e.summary,
+    ]
 
 
-def parts_rows() -> list[list[str]]:
-    rows = []
-    for axis in AXES:
-        for part in sources.part_names(axis):
-            rows.append([axis, part, _meta(sources.find(Name((axis, part)))).get("summary") or ""])
-    return rows
+def emit(rows: list[list[str]], header: list[str], fmt: str) -> None:
+    if fmt == "json":
+        print(json.dumps([dict(zip((h.lower() for h in header), r)) for r in rows], indent=2))
+        return
+    from registry.commands.render import table
+
+    sys.stdout.write(table(rows, header))

@@ -1,10 +1,12 @@
 """`recipe publish`: validate a recipe and freeze it as the next immutable version of its name
-in a directory source."""
+in a source: written into a directory source, or committed and pushed to a git source through the
+working copy the registry keeps for it (sharing/gitpublish.py)."""
 
 from __future__ import annotations
 
 import sys
 
+from registry import names
 from registry.errors import Exit, RecipeError
 from registry.sharing import sources
 
@@ -21,7 +23,14 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(NAME, help=HELP, epilog=EXAMPLES)
     p.add_argument("target", metavar="FILE|NAME")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
-    p.add_argument("--to", required=True, metavar="SOURCE", help="a directory source (recipe source add, RECIPE_PATH)")
+    p.add_argument(
+        "--to", required=True, metavar="SOURCE", help="a directory or git source (recipe source add, RECIPE_PATH)"
+    )
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="publish a file under a name another source already has, shadowing it there",
+    )
     p.set_defaults(func=run)
 
 
@@ -39,6 +48,32 @@ def run(args) -> int:
     chosen = [s for s in sources.all_sources() if s.name == args.to]
     if not chosen:
         raise RecipeError(f"unknown source {args.to!r}; known: {', '.join(s.name for s in sources.all_sources())}")
-    version = publish(recipe, chosen[0])
+    if names.looks_like_file(args.target) and not args.replace:
+        # a file that took another recipe's name (an old `recipe cp` kept it) would shadow that
+        # recipe for everyone who adds this source; publishing NAME itself is its next version
+        _not_shadowing(recipe.data["recipe"]["name"], chosen[0])
+    if chosen[0].kind == "git":  # through the working copy the registry keeps, then pushed
+        from registry.sharing import gitpublish
+
+        version = gitpublish.publish(recipe, chosen[0])
+    else:
+        version = publish(recipe, chosen[0])
     print(f"published {version.qualified} ({version.file}, sha256 {version.sha256[:12]})")
     return Exit.OK
+
+
+def _not_shadowing(name: str, target: sources.Source) -> None:
+    from registry.sharing.versions import index
+
+    try:
+        parsed = names.parse(name)
+    except RecipeError:
+        return  # the schema already refused a malformed name
+    others = [
+        s.name for s in sources.all_sources() if s.name != target.name and (s.file(parsed.segments) or name in index(s))
+    ]
+    if others:
+        raise RecipeError(
+            f"{name}: {', '.join(others)} already has this name; publishing it to {target.name} would shadow it "
+            f"(hint: give the file its own recipe.name, or --replace to shadow {others[0]} on purpose)"
+        )

@@ -31,6 +31,12 @@ def to_json(data: dict, origins: dict | None = None) -> str:
     return json.dumps({"recipe": data, "origins": flat}, indent=2) + "\n"
 
 
+def document(data) -> str:
+    """A verb's `--format json` output: one JSON document on stdout. Non-ASCII and control
+    characters are escaped, so echoed names never act on the terminal."""
+    return json.dumps(data, indent=2, default=str) + "\n"
+
+
 def _key(path: tuple):
     return tuple((0, p) if isinstance(p, int) else (1, p) for p in path)
 

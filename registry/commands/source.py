@@ -12,6 +12,7 @@ HELP = "manage where recipes come from (directories and git repositories)"
 EXAMPLES = """\
 examples:
   recipe source add team-a git@host:team-a/recipes.git
+  recipe source add infra /shared/infra-recipes --rules-everywhere
   recipe source update team-a
 """
 
@@ -22,6 +23,11 @@ def register(subparsers) -> None:
     add = actions.add_parser("add", help="add a directory or a git repository (cloned into the cache)")
     add.add_argument("name")
     add.add_argument("where", metavar="PATH|GIT_URL")
+    add.add_argument(
+        "--rules-everywhere",
+        action="store_true",
+        help="apply the source's rules/*.json to every recipe (default: only to the source's own recipes)",
+    )
     actions.add_parser("list", help="the sources in search order")
     update = actions.add_parser("update", help="fetch git sources to their newest commit")
     update.add_argument("names", nargs="*")
@@ -35,7 +41,7 @@ def run(args) -> int:
     from registry.sharing import manage
 
     if args.action == "add":
-        print(f"added {manage.add(args.name, args.where)}")
+        print(f"added {manage.add(args.name, args.where, args.rules_everywhere)}")
     elif args.action == "remove":
         manage.remove(args.name)
         print(f"removed {args.name}")

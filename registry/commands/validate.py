@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
-from registry.errors import RecipeError
+from registry.errors import Exit, RecipeError
 from registry.names import is_override
 
 NAME = "validate"
@@ -27,6 +29,9 @@ def register(subparsers) -> None:
     p.add_argument("args", nargs="*", metavar="NAME|FILE|KEY=VALUE", help="recipes, then overrides applied to each")
     p.add_argument("--all", action="store_true", help="every bundled part, overlay and recipe")
     p.add_argument("-q", "--quiet", action="store_true", help="print problems only")
+    p.add_argument(
+        "--format", choices=("text", "json"), default="text", help="json: one document with every report (stdout)"
+    )
     from registry.commands.import_ import add_setup_arguments
 
     add_setup_arguments(
@@ -37,8 +42,6 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from registry.validate.report import validate_target
-
     targets = [a for a in args.args if not is_override(a)]
     sets = [a for a in args.args if is_override(a)]
     if args.accelerate_config:
@@ -49,7 +52,13 @@ def run(args) -> int:
         raise RecipeError("give recipes or --all, not both")
     if not args.all and not targets:
         raise RecipeError("nothing to validate (hint: recipe validate NAME|FILE... or --all)")
-    reports = _every_source() if args.all else (validate_target(t, sets) for t in targets)
+    if args.all or not all(_is_rule_file(t) for t in targets):
+        from registry.validate import team_rules
+
+        team_rules()  # a malformed team rule file: one line before any report, not one per recipe
+    reports = _every_source() if args.all else _targets(targets, sets)
+    if args.format == "json":
+        return _print_json(list(reports))
     worst = 0
     for report in reports:
         for line in report.lines():
@@ -64,7 +73,7 @@ def _every_source():
     """`--all`: every file of every source, each recipe named with its source (a recipe that an
     earlier source shadows is still validated, as the one it is), and each source's index."""
     from registry.names import AXES
-    from registry.sharing import sources, versions
+    from registry.sharing import sources
     from registry.validate import CATALOG, ROOT
     from registry.validate.report import Report, _file_report, validate_target
 
@@ -86,21 +95,144 @@ def _every_source():
             yield validate_target(named("/".join(cell)))
         for name in source.free_standing():
             yield validate_target(named(name))
+        yield from _published(source)
+
+
+def _published(source):
+    """The source's index and every version it lists, each verified against its sha256."""
+    from registry.sharing import versions
+    from registry.validate.report import Report, validate_target
+
+    try:
+        lost = versions.unlisted(source)
+        published = [v for name in versions.index(source) for v in versions.versions(source, name)]
+    except RecipeError as e:  # a malformed index: the source's versions cannot be read at all
+        yield Report(f"{source.name}:{versions.INDEX}", failure=e)
+        return
+    if lost:
+        yield Report(f"{source.name}:{versions.INDEX}", failure=lost)
+    for version in published:
         try:
-            lost = versions.unlisted(source)
-            published = [v for name in versions.index(source) for v in versions.versions(source, name)]
-        except RecipeError as e:  # a malformed index: the source's versions cannot be read at all
-            yield Report(f"{source.name}:{versions.INDEX}", failure=e)
+            versions.verified(version)
+        except RecipeError as e:
+            yield Report(version.qualified, failure=e)
             continue
-        if lost:
-            yield Report(f"{source.name}:{versions.INDEX}", failure=lost)
-        for version in published:
-            try:
-                versions.verified(version)
-            except RecipeError as e:
-                yield Report(version.qualified, failure=e)
-                continue
-            yield validate_target(version.qualified)
+        yield validate_target(version.qualified)
+
+
+@dataclass
+class _Tree:
+    """Where a recipe file lies: the source tree (a registered source, or a folder named recipes/
+    laid out like one), the name it goes by, and the file's path in it without .yaml."""
+
+    root: Path
+    name: str | None
+    rel: str
+
+
+def _targets(targets: list[str], overrides: list[str]):
+    """Names, and files. A file in a source tree (what `git commit` hands the pre-commit hook) is
+    validated as what it is there, as --all does: a part or the base on its own, the GPU catalog
+    against its schema, a tuned overlay composed as its cell, a published version verified; a
+    tree that is not a source yet is searched first, so its own parts compose its recipes."""
+    from registry.validate.report import validate_target
+
+    trees = {t: _tree_of(t) for t in targets}
+    _search_first([tree for tree in trees.values() if tree is not None])
+    for target in targets:
+        tree = trees[target]
+        if _is_rule_file(target):
+            yield _rule_file(target)
+        elif tree is None:
+            yield validate_target(target, overrides)
+        else:
+            yield from _in_tree(target, tree, overrides)
+
+
+def _is_rule_file(target: str) -> bool:
+    if not target.endswith(".json"):
+        return False
+    from registry.validate.team import RULES_DIR
+
+    return Path(target).parent.name == RULES_DIR and Path(target).is_file()
+
+
+def _rule_file(target: str):
+    """A team's rule file (SOURCE/rules/NAME.json) checked as it would load."""
+    from registry.validate import team
+    from registry.validate.report import Report
+
+    try:
+        team.check_file(Path(target))
+    except RecipeError as e:
+        return Report(target, failure=e)
+    return Report(target)
+
+
+def _tree_of(target: str) -> _Tree | None:
+    from registry.names import looks_like_file
+    from registry.sharing import sources
+
+    if not looks_like_file(target) or not Path(target).is_file():
+        return None
+    path = Path(target).resolve()
+    try:
+        root = sources.root_of(path)
+    except RecipeError:  # broken sources: the target's own validation says so
+        return None
+    if root is not None:
+        return _Tree(root.path, root.name, path.relative_to(root.path).with_suffix("").as_posix())
+    folder = next((p for p in path.parents if p.name == "recipes"), None)
+    if folder is None:
+        return None
+    return _Tree(folder, None, path.relative_to(folder).with_suffix("").as_posix())
+
+
+def _search_first(trees: list[_Tree]) -> None:
+    """Trees that are no source yet become the first sources of this process (RECIPE_PATH)."""
+    import os
+
+    from registry.sharing import sources
+
+    taken = {s.name for s in sources.all_sources()}
+    named: dict[Path, str] = {}
+    for tree in trees:
+        if tree.name is not None:
+            continue
+        if tree.root not in named:
+            name = next(
+                n for n in (f"worktree-{i}" if i else "worktree" for i in range(len(trees) + 1)) if n not in taken
+            )
+            taken.add(name)
+            named[tree.root] = name
+        tree.name = named[tree.root]
+    if named:
+        entries = [f"{name}={root}" for root, name in named.items()]
+        os.environ["RECIPE_PATH"] = os.pathsep.join(entries + [e for e in [os.environ.get("RECIPE_PATH")] if e])
+
+
+def _in_tree(target: str, tree: _Tree, overrides: list[str]) -> list:
+    from registry.names import AXES
+    from registry.sharing import sources
+    from registry.sharing.sources import BASE
+    from registry.validate import CATALOG, ROOT
+    from registry.validate.report import Report, _file_report, validate_target
+
+    segments = tree.rel.split("/")
+    qualifier = "" if tree.name == "bundled" else f"{tree.name}:"
+    if tree.rel == "catalog/gpus":
+        report = _file_report(Path(target), CATALOG)
+    elif tree.rel == BASE or (len(segments) == 2 and segments[0] in AXES):
+        report = _file_report(Path(target), ROOT)  # a part is checked alone: overrides do not apply
+    elif tree.rel == "index":  # the index, and every version it lists
+        source = next(s for s in sources.all_sources() if s.name == tree.name)
+        return [Report(target), *_published(source)]
+    elif segments[0] == "published" and len(segments) >= 3 and segments[-1].isdigit():
+        report = validate_target(f"{qualifier}{'/'.join(segments[1:-1])}@{segments[-1]}", overrides)
+    else:
+        report = validate_target(qualifier + tree.rel, overrides)
+    report.target = target
+    return [report]
 
 
 def _setup(args, overrides: list[str]) -> int:
@@ -124,6 +256,8 @@ def _setup(args, overrides: list[str]) -> int:
     if not args.quiet:
         for note in imported.notes:
             print(f"note: {note}", file=sys.stderr)
+    if args.format == "json":
+        return _print_json([report], notes=[str(note) for note in imported.notes])
     for line in report.lines():
         print(line)
     if not args.quiet:
@@ -154,3 +288,53 @@ def _located(problem, located: dict, temporary: str, decided: str):
 
     related = tuple((p, where(p, origin)) for p, origin in problem.related)
     return dataclasses.replace(problem, origin=where(problem.path, problem.origin), related=related)
+
+
+def problem_json(problem) -> dict:
+    """One problem, every field of it: severity, rule, path, message, origin (file:line:column or
+    "command line"), hint, source (the failure mode it guards against), the related fields, and
+    for a team rule (its id reads SOURCE:ID) `from`: the source whose rules/ folder holds it."""
+    out = {
+        "severity": problem.severity,
+        "rule": problem.rule,
+        "path": problem.path,
+        "message": problem.message,
+        "origin": problem.origin,
+        "hint": problem.hint,
+        "source": problem.source,
+        "related": [{"path": path, "origin": origin} for path, origin in problem.related],
+    }
+    # bundled rule ids never hold a colon (schemas/invariant.schema.json); a team rule's reads SOURCE:ID
+    out["from"] = problem.rule.partition(":")[0] if ":" in problem.rule else None
+    return out
+
+
+def report_json(report) -> dict:
+    """One target's verdict. A target that could not be composed has `failure` (the one line the
+    text output prints) and, where the failure is a problem in a file, that problem."""
+    failure = report.failure
+    problems = [failure.problem] if failure is not None and failure.problem else report.problems
+    if failure is not None:
+        status = "invalid" if failure.exit_code == Exit.INVALID else "not validated"
+    else:
+        status = "invalid" if report.errors else "valid"
+    return {
+        "target": report.target,
+        "status": status,
+        "exit_code": report.exit_code,
+        "errors": sum(p.is_error for p in problems),
+        "warnings": sum(not p.is_error for p in problems),
+        "problems": [problem_json(p) for p in problems],
+        "failure": failure.render(prefix=report.target) if failure is not None else None,
+    }
+
+
+def _print_json(reports: list, notes: list[str] | None = None) -> int:
+    from registry.commands.render import document
+
+    worst = max((r.exit_code for r in reports), default=0)
+    doc = {"exit_code": worst, "valid": worst == 0, "reports": [report_json(r) for r in reports]}
+    if notes is not None:
+        doc["notes"] = notes
+    sys.stdout.write(document(doc))
+    return worst

@@ -42,6 +42,18 @@ def entries() -> list[dict]:
     return found
 
 
+RULES = ("own", "everywhere")  # `rules:` of an entry: where the source's rules/*.json apply
+
+
+def rules_everywhere(entry: dict) -> bool:
+    scope = entry.get("rules", "own")
+    if scope not in RULES:
+        raise RecipeError(
+            f"{config_file()}: source {entry['name']!r}: rules: {scope!r} is not one of {', '.join(RULES)}", 2
+        )
+    return scope == "everywhere"
+
+
 LOCK_WAIT_S = 30
 
 

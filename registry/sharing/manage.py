@@ -9,13 +9,13 @@ import tempfile
 from pathlib import Path
 
 from registry.errors import RecipeError
-from registry.sharing import config, git, sources
+from registry.sharing import config, git, gitpublish, sources
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 _URL = re.compile(r"^(file|https?|ssh|git)://|^[\w.-]+@[\w.-]+:")
 
 
-def add(name: str, where: str) -> str:
+def add(name: str, where: str, rules_everywhere: bool = False) -> str:
     if not _NAME.fullmatch(name) or name == "bundled":
         raise RecipeError(f"source name {name!r} is not allowed (letters, digits, - and _; not 'bundled')")
     _not_taken(name, config.entries())  # fail before a long clone; checked again under the lock
@@ -35,7 +35,7 @@ def add(name: str, where: str) -> str:
                 if clone.exists():
                     shutil.rmtree(clone)  # left by a source of this name removed by hand
                 os.replace(staging / "clone", clone)
-                entries.append({"name": name, "git": where})
+                entries.append({"name": name, "git": where, **_scope(rules_everywhere)})
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return f"{name}: {where} at {git.head(clone)[:12]}"
@@ -44,8 +44,12 @@ def add(name: str, where: str) -> str:
         raise RecipeError(f"cannot add {name}: {where} is not a directory")
     with config.editing() as entries:
         _not_taken(name, entries)
-        entries.append({"name": name, "path": str(folder)})
+        entries.append({"name": name, "path": str(folder), **_scope(rules_everywhere)})
     return f"{name}: {folder}"
+
+
+def _scope(everywhere: bool) -> dict:
+    return {"rules": "everywhere"} if everywhere else {}  # the default, `own`, is left unwritten
 
 
 def _not_taken(name: str, entries: list[dict]) -> None:
@@ -59,6 +63,7 @@ def remove(name: str) -> None:
             raise RecipeError(f"no source named {name!r} in {config.config_file()}")
         entries[:] = [e for e in entries if e["name"] != name]
         shutil.rmtree(config.cache_dir() / name, ignore_errors=True)
+        shutil.rmtree(config.cache_dir() / gitpublish.WORK / name, ignore_errors=True)  # its publishing copy
 
 
 def update(names: list[str]) -> list[str]:

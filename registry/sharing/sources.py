@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
@@ -24,6 +26,7 @@ class Source:
     root: Path
     kind: str = "bundled"  # bundled | path | git
     location: str = ""  # the directory or git URL it was added with
+    rules_everywhere: bool = False  # its rules/*.json apply to every recipe, not only its own
 
     def file(self, segments: tuple[str, ...]) -> Path | None:
         """The YAML file a name denotes here, if it exists and stays inside the source."""
@@ -34,8 +37,10 @@ class Source:
         return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
     def overlays(self) -> list[tuple[str, str, str]]:
-        """Tuned cells: files at policy/backend/hardware whose three names are parts."""
-        known = [set(self.parts(axis)) for axis in AXES]
+        """Tuned cells: files at policy/backend/hardware whose three names are parts. The parts
+        may come from any source, as composition takes them: a team's overlay of a bundled cell
+        is an overlay, not a free-standing recipe."""
+        known = [set(part_names(axis)) for axis in AXES]
         found = []
         for f in self.root.glob("*/*/*.yaml"):
             cell = (f.parent.parent.name, f.parent.name, f.stem)
@@ -81,15 +86,37 @@ def _root(folder: Path) -> Path:
 def all_sources() -> list[Source]:
     """Sources in search order: RECIPE_PATH entries, then `recipe source add` ones, then the
     bundled recipes. The first that has a name wins; `name:` picks one."""
+    if _pinned:
+        return _pinned[-1]
+    # validate() asks on every recipe (team rules): the config's places are worked out once per
+    # environment, as building their Paths costs more than the rest of this lookup
+    file, cache_dir = _places(tuple(os.environ.get(v) for v in _PLACE_VARS))
+    key = (os.environ.get("RECIPE_PATH", ""), str(file), _mtime(file), cache_dir)
+    return _sources(key)
+
+
+_PLACE_VARS = ("RECIPE_CONFIG", "XDG_CONFIG_HOME", "RECIPE_CACHE", "XDG_CACHE_HOME", "HOME")  # what config reads
+
+
+@lru_cache(maxsize=8)
+def _places(env: tuple) -> tuple[Path, str]:
     from registry.sharing import config
 
-    key = (
-        os.environ.get("RECIPE_PATH", ""),
-        str(config.config_file()),
-        _mtime(config.config_file()),
-        str(config.cache_dir()),
-    )
-    return _sources(key)
+    return config.config_file(), str(config.cache_dir())
+
+
+_pinned: list[list[Source]] = []
+
+
+@contextmanager
+def pinned() -> Iterator[None]:
+    """Sources read once for a command that resolves many names (`recipe list`): working out
+    the current sources costs a config lookup and a stat per call."""
+    _pinned.append(all_sources())
+    try:
+        yield
+    finally:
+        _pinned.pop()
 
 
 def _mtime(path: Path) -> int:
@@ -110,14 +137,14 @@ def _sources(key: tuple) -> list[Source]:
             name, folder = Path(entry).name, entry
         found.append(_checked(Source(name, _root(Path(folder).expanduser().resolve()), "path", folder), "RECIPE_PATH"))
     for entry in config.entries():
+        everywhere = config.rules_everywhere(entry)
         if "git" in entry:
             clone = config.cache_dir() / entry["name"]
-            found.append(_checked(Source(entry["name"], _root(clone), "git", entry["git"]), str(config.config_file())))
+            source = Source(entry["name"], _root(clone), "git", entry["git"], everywhere)
         else:
             folder = str(entry.get("path", ""))
-            found.append(
-                _checked(Source(entry["name"], _root(Path(folder)), "path", folder), str(config.config_file()))
-            )
+            source = Source(entry["name"], _root(Path(folder)), "path", folder, everywhere)
+        found.append(_checked(source, str(config.config_file())))
     found.append(bundled())
     names = [s.name for s in found]
     clash = next((n for n in names if names.count(n) > 1), None)

@@ -178,9 +178,15 @@ def lookup(name: Name) -> Version | None:
         if name.version is not None:
             match = next((v for v in published if v.number == name.version), None)
             if match is None:
+                shipped = declared(source, name)
+                if not published and shipped == name.version:
+                    return None  # the bundled file as shipped: composed like the bare name
                 if published or sources.has(source, name):
                     known = ", ".join(str(v.number) for v in published) or "none"
-                    raise RecipeError(f"{source.name}:{name.path} has no version {name.version} (published: {known})")
+                    also = f"; the bundled file is version {shipped}" if shipped else ""
+                    raise RecipeError(
+                        f"{source.name}:{name.path} has no version {name.version} (published: {known}{also})"
+                    )
                 continue
             return verified(match)
         if published:
@@ -190,6 +196,18 @@ def lookup(name: Name) -> Version | None:
     if name.version is not None:
         raise RecipeError(f"no source has published {name.path}@{name.version}")
     return None
+
+
+def declared(source: sources.Source, name: Name) -> int | None:
+    """The version a bundled recipe's own file declares (`recipe.version`). The bundled recipes
+    change only with a release of the package, so `NAME@N` names the file as shipped; in a team
+    source only `recipe publish` makes a version (its files are edited in place)."""
+    if source.kind != "bundled":
+        return None
+    path = source.file(name.segments)
+    meta = load_cached(path).data.get("recipe") if path else None
+    number = meta.get("version") if isinstance(meta, dict) else None
+    return number if isinstance(number, int) and not isinstance(number, bool) and number >= 1 else None
 
 
 def verified(version: Version) -> Version:

@@ -21,8 +21,13 @@ def validate(data: dict, origins: dict, ref: str = RESOLVED) -> list[Problem]:
     not a crash inside the estimator."""
     check = validator(ref)
     errors = list(check.iter_errors(data))
-    if ref == RESOLVED and all(e.validator == "x-invariants" for e in errors):
+    structure_holds = all(e.validator == "x-invariants" for e in errors)
+    if ref == RESOLVED and structure_holds:
         errors += computed(check, computed_rules(), data)
+    if ref == RESOLVED and _other_sources():  # their rules/*.json (registry/validate/team.py) only add problems
+        from registry.validate import team
+
+        errors += team.errors(data, origins, structure_holds)
     problems: list[Problem] = []
     for error in errors:
         problems.extend(from_error(error, data, origins))
@@ -30,6 +35,22 @@ def validate(data: dict, origins: dict, ref: str = RESOLVED) -> list[Problem]:
     # an invariant over a value the schema already rejected adds noise, not news
     problems = [p for p in problems if p.rule in STRUCTURAL or not _touches(p, rejected)]
     return sorted(set(problems), key=lambda p: (not p.is_error, p.path, p.rule))
+
+
+def _other_sources() -> bool:
+    """Whether any source besides the bundled recipes is configured: only those carry team rules,
+    and the bundled recipes alone do not even import that module."""
+    from registry.sharing import sources
+
+    return len(sources.all_sources()) > 1
+
+
+def team_rules() -> None:
+    """Load and check every source's rule files: RecipeError (one line) on a malformed one."""
+    if _other_sources():
+        from registry.validate import team
+
+        team.active()
 
 
 def _touches(problem: Problem, rejected: list[str]) -> bool:
@@ -55,4 +76,4 @@ def applicable_rules(data: dict, compute: str) -> list[dict]:
     return [rule for rule in computed_rules() if rule["compute"] == compute and applies(check, rule, data)]
 
 
-__all__ = ["CATALOG", "RESOLVED", "ROOT", "Problem", "applicable_rules", "typed", "validate"]
+__all__ = ["CATALOG", "RESOLVED", "ROOT", "Problem", "applicable_rules", "team_rules", "typed", "validate"]

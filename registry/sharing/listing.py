@@ -1,0 +1,313 @@
+"""Every recipe a name reaches, from every source: tuned cells, published versions, free-standing
+recipes and untuned cells, each with the name `recipe show` takes for it, its source, version,
+validity and the sources it shadows. `recipe list`, `recipe search` and `recipe catalog` read
+which recipes exist, and how they are named, from here.
+
+Each entry is read from the file that `show`, `run` and `estimate` compose for its name (the
+winning source's newest published version, else its overlay or recipe file), so that every
+command reports the same values. A name is qualified with its source when another source wins
+the bare name, and NAME@VERSION resolves wherever a version is shown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from registry.errors import RecipeError
+from registry.load import load_cached
+from registry.names import AXES, Name
+from registry.sharing import sources
+
+STATUSES = ("valid", "warnings", "invalid")
+
+
+@dataclass
+class Entry:
+    name: str  # as `show` takes it
+    version: int | None
+    source: str
+    tuned: bool
+    summary: str
+    tags: list[str] = field(default_factory=list)
+    shadows: list[str] = field(default_factory=list)
+    status: str = ""
+    target: str = ""  # what composes exactly this entry
+    cell: tuple | None = None
+    path: str = ""  # the recipe's name, without source or version
+    published: bool = False  # a published version, not a working file
+    date: str = ""  # when the version was published
+    parts_from: tuple[str, ...] = ()  # an untuned cell: the sources of its parts, in axis order
+
+    @property
+    def kind(self) -> str:
+        """published, tuned (an overlay file), cell (an untuned cell of parts) or free-standing."""
+        if self.published:
+            return "published"
+        if self.parts_from:
+            return "cell"
+        return "tuned" if self.cell is not None else "free-standing"
+
+    def matches(self, text: str) -> bool:
+        text = text.casefold()
+        return any(text in s.casefold() for s in (self.name, self.summary, *self.tags))
+
+
+def entries(
+    filters: dict,
+    tuned_only: bool = False,
+    everything: bool = False,
+    every_version: bool = False,
+    grep: str | None = None,
+    valid_only: bool = False,
+) -> tuple[list[Entry], int]:
+    """The entries, with their status, and how many untuned cells were left out for want of a
+    filter."""
+    rows, hidden = _found(filters, tuned_only, everything, every_version)
+    if grep:
+        rows = [e for e in rows if e.matches(grep)]
+    _fill_status(rows)
+    if valid_only:
+        rows = [e for e in rows if e.status in ("valid", "warnings")]
+    rows.sort(key=lambda e: (not e.tuned, e.name.split(":")[-1], ":" in e.name, -(e.version or 0)))
+    return rows, hidden
+
+
+def every_recipe() -> list[Entry]:
+    """Every recipe of every source, every published version, and every untuned cell (status
+    not filled in: `list` reads it from its cache, the catalog validates each recipe itself)."""
+    with sources.pinned():
+        return _found(dict.fromkeys(AXES), everything=True, every_version=True)[0]
+
+
+def _found(filters: dict, tuned_only: bool = False, everything: bool = False, every_version: bool = False):
+    from registry.sharing import versions
+
+    every = sources.all_sources()
+    providers: dict[str, list[sources.Source]] = {}
+    for source in every:
+        here = set(versions.index(source)) | {"/".join(c) for c in source.overlays()} | set(source.free_standing())
+        for name in sorted(here):
+            providers.setdefault(name, []).append(source)
+    parts = [set(sources.part_names(a)) for a in AXES]
+    filtered = any(filters.values())
+    names = set(providers)
+    hidden = 0
+    if filtered or everything or not tuned_only:
+        untuned = {"/".join(c) for c in itertools.product(*(sorted(p) for p in parts))} - names
+        if filtered or everything:
+            names |= untuned
+        elif not tuned_only:
+            hidden = len(untuned)
+    rows: list[Entry] = []
+    for name in sorted(names):
+        segments = tuple(name.split("/"))
+        cell = segments if len(segments) == 3 and all(s in p for s, p in zip(segments, parts)) else None
+        if filtered and cell is not None and any(v and v != s for v, s in zip(filters.values(), cell)):
+            continue
+        found = _rows(name, cell, providers.get(name, []), every_version)
+        if tuned_only:
+            found = [e for e in found if e.tuned]
+        if filtered and cell is None:
+            found = [e for e in found if _extends_parts(e.target, filters)]  # by the parts it composes
+        rows += found
+    return rows, hidden
+
+
+def _rows(name: str, cell: tuple | None, providers: list[sources.Source], every_version: bool) -> list[Entry]:
+    """The entry of the recipe a bare name composes, then (every_version) every other version and
+    every shadowed source's recipe of that name, each named so that it resolves to itself."""
+    from registry.sharing import versions
+
+    parsed = Name(tuple(name.split("/")))
+    tuned = cell is not None and sources.find(parsed) is not None
+    try:
+        winner = versions.lookup(parsed)
+        own = winner.file if winner else sources.find(parsed)
+    except RecipeError as e:  # a lost or malformed index, a changed version: shown, not fatal
+        where = providers[0].name if providers else "-"
+        return [Entry(name, None, where, tuned, str(e), status="invalid", target=name, cell=cell, path=name)]
+    if winner is not None:
+        source, version = winner.source, winner.number
+    elif own is not None:
+        source = next(s for s in sources.all_sources() if s.file(parsed.segments) == own)
+        version = versions.declared(source, parsed)
+    else:  # an untuned cell: its parts may come from several sources
+        part_sources = tuple(dict.fromkeys(_source_of(Name((a, s))) for a, s in zip(AXES, parsed.segments)))
+        summary = "composed from parts " + ", ".join(f"{a}/{s}" for a, s in zip(AXES, parsed.segments))
+        label = "+".join(part_sources)
+        return [Entry(name, None, label, False, summary, target=name, cell=cell, path=name, parts_from=part_sources)]
+    shadows = [s.name for s in providers if s.name != source.name]
+    first = _entry(name, own, version, source.name, tuned, shadows, cell)
+    first.target = name if winner is None else f"{name}@{version}"
+    if winner is not None:
+        first.published, first.date = True, winner.date
+    out = [first]
+    if not every_version:
+        return out
+    for other in providers:
+        try:
+            published = versions.versions(other, name)
+        except RecipeError as e:
+            out.append(
+                Entry(f"{other.name}:{name}", None, other.name, tuned, str(e), status="invalid", cell=cell, path=name)
+            )
+            continue
+        shown = f"{name}" if other.name == source.name else f"{other.name}:{name}"
+        for v in published:
+            if other.name == source.name and v.number == version:
+                continue
+            e = _entry(shown, v.file, v.number, other.name, tuned, [], cell)
+            e.target = f"{shown}@{v.number}"
+            e.published, e.date = True, v.date
+            out.append(e)
+        if other.name != source.name and not published:
+            file = other.file(parsed.segments)
+            e = _entry(shown, file, versions.declared(other, parsed), other.name, tuned, [], cell)
+            e.target = shown
+            out.append(e)
+    return out
+
+
+def _entry(name, own: Path | None, version, source: str, tuned: bool, shadows, cell) -> Entry:
+    meta = meta_of(own) if own else {}
+    tags = meta.get("tags")
+    return Entry(
+        name,
+        version,
+        source,
+        tuned,
+        str(meta.get("summary") or ""),
+        [str(t) for t in tags] if isinstance(tags, list) else [],
+        shadows,
+        cell=cell,
+        path=name.split(":")[-1],
+    )
+
+
+def _source_of(name: Name) -> str:
+    return next((s.name for s in sources.all_sources() if s.file(name.segments)), "-")
+
+
+def _extends_parts(target: str, filters: dict) -> bool:
+    """Whether a recipe that is not a cell composes the parts the filters name."""
+    from registry.compose import Plan
+
+    try:
+        inputs = Plan.of(target).inputs
+    except RecipeError:
+        return False
+    roots = {s.root.resolve() for s in sources.all_sources()}
+    used = {p.parent.name: p.stem for p in inputs if p.parent.name in AXES and p.parent.parent in roots}
+    return all(not want or used.get(axis) == want for axis, want in filters.items())
+
+
+def meta_of(path) -> dict:
+    """A recipe file's own `recipe:` block (summary, tags, version), {} where it has none."""
+    try:
+        meta = load_cached(path).data.get("recipe")
+    except RecipeError:
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def parts() -> list[list]:
+    """[axis, part, summary] for every part of every axis, from every source."""
+    return [
+        [axis, part, meta_of(sources.find(Name((axis, part)))).get("summary") or ""]
+        for axis in AXES
+        for part in sources.part_names(axis)
+    ]
+
+
+# --- STATUS, cached ------------------------------------------------------------------------
+# Validating all 936 cells takes seconds; an entry's status depends only on the files it
+# composes, the schemas and the code, so it is kept per entry with each input's mtime and size,
+# and the whole cache is dropped when the code, the schemas, the catalog, an index or the set of
+# files changes (a new file may change which one a name composes).
+
+
+def _fill_status(rows: list[Entry]) -> None:
+    if not rows:
+        return
+    cache = _StatusCache()
+    for e in rows:
+        if not e.status:
+            e.status = cache.status(e.target or e.name)
+    cache.save()
+
+
+def _stamp(path: Path) -> list[int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return [0, 0]
+    return [st.st_mtime_ns, st.st_size]
+
+
+class _StatusCache:
+    def __init__(self):
+        from registry import __version__
+
+        every = sources.all_sources()
+        where = hashlib.sha256("\0".join(f"{s.name}={s.root}" for s in every).encode()).hexdigest()[:16]
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        self.path = Path(base) / "recipe" / "status" / f"{where}.json"
+        package = Path(__file__).resolve().parent.parent
+        from registry.files import SCHEMA_DIR
+
+        stamps: list = [__version__]
+        for path in sorted([*package.rglob("*.py"), *SCHEMA_DIR.glob("*.json")]):
+            stamps.append([str(path), _stamp(path)])
+        for s in every:
+            files = sorted(s.root.rglob("*.yaml")) if s.root.is_dir() else []
+            stamps.append([str(p.relative_to(s.root)) for p in files])
+            stamps += [[str(p), _stamp(p)] for p in files if p.name == "index.yaml" or p.parent.name == "catalog"]
+        self.key = hashlib.sha256(json.dumps(stamps).encode()).hexdigest()
+        self.entries: dict = {}
+        self.changed = False
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            if data.get("key") == self.key and isinstance(data.get("entries"), dict):
+                self.entries = data["entries"]
+        except (OSError, ValueError, AttributeError):
+            pass  # no cache yet, or an unreadable one: recomputed
+
+    def status(self, target: str) -> str:
+        entry = self.entries.get(target)
+        fresh = isinstance(entry, dict) and entry.get("status") in STATUSES and entry.get("inputs")
+        if fresh and all(_stamp(Path(p)) == s for p, s in entry["inputs"]):
+            return entry["status"]
+        status, inputs = _validated(target)
+        if inputs is not None:
+            self.entries[target] = {"status": status, "inputs": [[str(p), _stamp(p)] for p in inputs]}
+            self.changed = True
+        return status
+
+    def save(self) -> None:
+        if not self.changed:
+            return
+        from registry.files import write_atomic
+
+        try:
+            write_atomic(self.path, json.dumps({"key": self.key, "entries": self.entries}))
+        except OSError:
+            pass  # a read-only cache: statuses are recomputed next time
+
+
+def _validated(target: str) -> tuple[str, list[Path] | None]:
+    """valid, warnings or invalid, and the files composed (None: not cached, it did not compose)."""
+    from registry.compose import compose
+    from registry.validate import validate
+
+    try:
+        recipe = compose(target)
+        problems = validate(recipe.data, recipe.origins)
+    except RecipeError:
+        return "invalid", None
+    status = "invalid" if any(p.is_error for p in problems) else "warnings" if problems else "valid"
+    return status, list(recipe.inputs)

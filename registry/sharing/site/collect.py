@@ -1,0 +1,220 @@
+"""What the catalog shows, gathered once: every recipe composed, validated and estimated.
+
+Which recipes exist is sharing/listing.py's (as `recipe list --all --versions` shows them):
+every tuned overlay and free-standing recipe of every source, every published version of every
+source, and the untuned cells of the matrix, of which only those that validate (with or without
+warnings) are shown: an untuned cell that `recipe validate` refuses is not a recipe anyone can
+run, so it is only counted. A name a source has published is listed as its versions (its bare
+name resolves to the newest one), not again as the working file. This module adds what a page
+shows on top: the composed recipe, its problems, estimate and results, the version before and
+the other versions.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from registry.compose import Recipe, compose
+from registry.errors import RecipeError
+from registry.names import AXES
+from registry.sharing import listing, sources
+
+
+@dataclass
+class Entry:
+    source: str
+    name: str  # the recipe's name, without source or version
+    version: int | None  # the published version, None for a working recipe
+    kind: str  # tuned | cell | free-standing | published
+    target: str  # what `recipe run` and compose are given
+    date: str = ""  # when the version was published
+    recipe: Recipe | None = None
+    failure: str = ""  # why it could not be composed
+    problems: list = field(default_factory=list)  # registry.errors.Problem
+    estimate: dict | None = None
+    estimate_note: str = ""
+    axes: tuple[str, str, str] = ("", "", "")
+    results: list[dict] = field(default_factory=list)
+    summary: str = ""
+    tuned: bool = False
+    previous: Entry | None = None  # the version before, for the diff
+    siblings: list[Entry] = field(default_factory=list)  # every version of the same source:name
+
+    @property
+    def key(self) -> str:
+        qualified = self.name if self.source == "bundled" else f"{self.source}:{self.name}"
+        return qualified + (f"@{self.version}" if self.version is not None else "")
+
+    @property
+    def page(self) -> str:
+        """The page's path inside the site. Segments never hold '@' (names.py), so `name@N`
+        cannot meet another recipe's page; source names never start with '_' or '.'."""
+        stem = self.name + (f"@{self.version}" if self.version is not None else "")
+        return f"r/{self.source}/{stem}.html"
+
+    @property
+    def status(self) -> str:
+        if self.failure or any(p.is_error for p in self.problems):
+            return "invalid"
+        return "warnings" if self.problems else "valid"
+
+    @property
+    def run_command(self) -> str:
+        return f"recipe run {shlex.quote(self.target)}"
+
+    @property
+    def latest(self) -> dict:
+        """The newest measurement, as `recipe history` reads it (the last entry)."""
+        return self.results[-1] if self.results else {}
+
+
+@dataclass
+class Catalog:
+    entries: list[Entry]
+    left_out: int  # untuned cells that do not validate
+
+
+def number(value) -> float | None:
+    """A measured figure, or None for anything that is not a plain number (a shared file may
+    hold anything the schema then rejects)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if value == value and abs(value) != float("inf") else None
+
+
+def gather() -> Catalog:
+    entries: list[Entry] = []
+    groups: dict[tuple[str, str], list[Entry]] = {}
+    left_out = 0
+    for listed in listing.every_recipe():
+        version = listed.version if listed.published else None  # a bundled file's own number is no version here
+        entry = _entry(_source(listed), listed.path, version, listed.kind, _target(listed), listed.cell)
+        entry.date = listed.date
+        if listed.kind == "cell" and entry.status == "invalid":
+            left_out += 1
+            continue
+        entries.append(entry)
+        if listed.published:
+            groups.setdefault((entry.source, entry.name), []).append(entry)
+    for group in groups.values():
+        group.sort(key=lambda e: e.version)
+        for before, entry in zip([None, *group], group):
+            entry.previous, entry.siblings = before, group
+    return Catalog(entries, left_out)
+
+
+def _target(listed: listing.Entry) -> str:
+    """What the page's commands are given: a bundled working recipe or an untuned cell by the
+    name `recipe list` shows (bare where no other source takes the name first); a team's recipe
+    and every published version qualified with their source, so the command runs exactly what
+    the page shows."""
+    if listed.kind == "cell" or (listed.source == "bundled" and not listed.published):
+        return listed.name
+    return f"{listed.source}:{listed.path}" + (f"@{listed.version}" if listed.published else "")
+
+
+def _source(listed: listing.Entry) -> str:
+    """The source whose pages hold the recipe; an untuned cell's is the first team source that
+    supplies one of its parts."""
+    return next((s for s in listed.parts_from if s != "bundled"), "bundled") if listed.parts_from else listed.source
+
+
+def _entry(source: str, name: str, version: int | None, kind: str, target: str, cell: tuple | None) -> Entry:
+    from registry.validate import validate
+
+    entry = Entry(source, name, version, kind, target)
+    try:
+        recipe = compose(target)
+    except RecipeError as e:
+        entry.failure = e.render(prefix=target)
+        entry.axes = _axes(cell, None)
+        return entry
+    entry.recipe = recipe
+    entry.tuned = recipe.tuned  # a tuned overlay was composed (a published version is frozen, not an overlay)
+    entry.problems = validate(recipe.data, recipe.origins)
+    entry.axes = _axes(cell, recipe)
+    meta = recipe.data.get("recipe")
+    entry.summary = str(meta.get("summary") or "") if isinstance(meta, dict) else ""
+    results = recipe.data.get("results")
+    entry.results = [r for r in results if isinstance(r, dict)] if isinstance(results, list) else []
+    _estimate(entry)
+    return entry
+
+
+def _axes(cell: tuple | None, recipe: Recipe | None) -> tuple[str, str, str]:
+    """policy, backend, hardware: the cell's own names; for another recipe the parts it was
+    composed from, else what its resolved values say (a published file holds no parts)."""
+    if cell is not None:
+        return cell  # type: ignore[return-value]
+    if recipe is None:
+        return ("", "", "")
+    found = {}
+    for path in recipe.inputs:
+        where = sources.locate(path)
+        if where:
+            parts = where[1].removesuffix(".yaml").split("/")
+            if len(parts) == 2 and parts[0] in AXES:
+                found[parts[0]] = parts[1]
+    return tuple(found.get(axis) or _described(recipe.data, axis) for axis in AXES)  # type: ignore[return-value]
+
+
+def _described(data: dict, axis: str) -> str:
+    """An axis named from resolved values, spelt as the parts are where it can be (zero3-offload,
+    fsdp2, 2x8xH100-80GB)."""
+    section = data.get(axis)
+    if not isinstance(section, dict):
+        return ""
+    if axis == "policy":
+        return str(section.get("type") or "")
+    if axis == "backend":
+        kind = section.get("kind")
+        if kind == "deepspeed":
+            offload = section.get("offload")
+            offloaded = isinstance(offload, dict) and any(v not in (None, "none") for v in offload.values())
+            return f"zero{section.get('zero_stage')}" + ("-offload" if offloaded else "")
+        if kind == "fsdp":
+            if section.get("version") == 2:
+                return "fsdp2"
+            return "fsdp-grad-op" if section.get("sharding") == "SHARD_GRAD_OP" else "fsdp"
+        return str(kind or "")
+    gpu = section.get("gpu")
+    gpu = gpu.get("name") if isinstance(gpu, dict) else gpu
+    if not gpu:
+        return "cpu"
+    nodes = section.get("nodes")
+    return (f"{nodes}x" if isinstance(nodes, int) and nodes > 1 else "") + f"{section.get('gpus_per_node')}x{gpu}"
+
+
+def _estimate(entry: Entry) -> None:
+    """`recipe estimate`'s figures, where the schema accepted the structure (the estimator reads
+    values as the types the schema promises)."""
+    from registry import estimate as memory
+    from registry import view
+    from registry.validate.problems import STRUCTURAL
+
+    if any(p.rule in STRUCTURAL for p in entry.problems):
+        entry.estimate_note = "the schema rejects this recipe, so there is nothing to estimate"
+        return
+    data = entry.recipe.data
+    est = memory.estimate(view.of(data))
+    if est is None:
+        entry.estimate_note = "runs on CPU or its policy declares no sizes (policy.memory): nothing to estimate"
+        return
+    if not est.finite:
+        entry.estimate_note = memory.overflow(data)
+        return
+    entry.estimate = {
+        "describe": memory.describe(data),
+        "breakdown": dict(est.breakdown),
+        "capacity_gib": est.capacity_gib,
+        "total_gib": est.total_gib,
+        "allocated_gib": est.allocated_gib,
+        "reserved_gib": est.reserved_gib,
+        "fraction": est.fraction,
+        "phase": est.phase,
+        "micro_batch_size": est.micro_batch_size,
+        "per_sample_gib": est.per_sample_gib,
+        "largest_micro_batch": est.largest_micro_batch,
+        "largest_under_90": est.largest_under(0.9),
+    }

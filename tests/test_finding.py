@@ -1,0 +1,229 @@
+"""Finding recipes (issue 14): `recipe list` and `recipe search` over every source, with each
+row's source, version, validity and what it shadows; every listed name resolves; list, show and
+estimate agree; `recipe cp` makes a recipe of its own; publishing a file never shadows by accident."""
+
+import json
+import os
+
+import pytest
+import yaml
+from conftest import ROOT, run_cli
+
+CELL = "pi07/zero2/8xA100"
+BINDING = "# yaml-language-server: $schema="
+
+
+@pytest.fixture
+def team(tmp_path):
+    """A directory source `team-a` on RECIPE_PATH, searched before the bundled recipes."""
+    root = tmp_path / "team-a"
+    root.mkdir()
+    env = {
+        "RECIPE_PATH": f"team-a={root}",
+        "RECIPE_CONFIG": str(tmp_path / "sources.yaml"),
+        "RECIPE_CACHE": str(tmp_path / "cache"),
+    }
+    return root, env
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def listing(*args, env=None):
+    r = run_cli("list", *args, "--format", "json", env=env)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def row(rows, name):
+    found = [r for r in rows if r["name"] == name]
+    assert len(found) == 1, (name, [r["name"] for r in rows])
+    return found[0]
+
+
+def test_team_override_agrees_in_list_show_and_estimate(team):
+    root, env = team
+    write(
+        root / "pi07" / "zero2" / "8xA100.yaml",
+        f"recipe:\n  name: {CELL}\n  summary: team-a's pi07, micro batch 16\ntrain:\n  micro_batch_size: 16\n",
+    )
+    listed = row(listing(env=env), CELL)
+    assert listed["source"] == "team-a" and listed["shadows"] == ["bundled"] and listed["tuned"] is True
+    assert listed["summary"] == "team-a's pi07, micro batch 16" and listed["version"] is None
+    table = run_cli("list", "--policy", "pi07", "--backend", "zero2", "--hardware", "8xA100", env=env).stdout
+    assert table.splitlines()[0].split() == ["NAME", "VERSION", "SOURCE", "TUNED", "STATUS", "SHADOWS", "SUMMARY"]
+    assert table.splitlines()[1].split()[:3] == [CELL, "-", "team-a"] and "bundled" in table.splitlines()[1]
+    shown = yaml.safe_load(run_cli("show", CELL, env=env).stdout)
+    assert shown["train"]["micro_batch_size"] == 16 and shown["recipe"]["summary"] == listed["summary"]
+    estimate = run_cli("estimate", CELL, "--format", "json", env=env)
+    assert estimate.returncode == 0, estimate.stderr
+    assert json.loads(estimate.stdout)["micro_batch_size"] == 16
+    # the shadowed bundled recipe is still listed (--versions) under a name that reaches it
+    bundled = row(listing("--versions", env=env), f"bundled:{CELL}")
+    assert bundled["version"] == 1 and "micro batch 20" in bundled["summary"]
+    pinned = yaml.safe_load(run_cli("show", f"bundled:{CELL}@1", env=env).stdout)
+    assert pinned["train"]["micro_batch_size"] == 20
+
+
+def test_team_overlay_of_bundled_parts_is_tuned(team):
+    root, env = team
+    write(root / "smolvla" / "fsdp" / "4xH100.yaml", "recipe:\n  summary: team-a's smolvla\ntrain:\n  steps: 123\n")
+    tuned = listing("--tuned", env=env)
+    assert row(tuned, "smolvla/fsdp/4xH100")["source"] == "team-a"
+    assert all(r["tuned"] for r in tuned)
+    origin = run_cli("show", "smolvla/fsdp/4xH100", "--origin", env=env).stdout
+    assert f"steps: 123  # {root / 'smolvla' / 'fsdp' / '4xH100.yaml'}" in origin
+
+
+def test_every_listed_name_resolves(team):
+    root, env = team
+    for steps in (101, 102):
+        r = run_cli("publish", "tiny/ddp/cpu", f"train.steps={steps}", "--to", "team-a", env=env)
+        assert r.returncode == 0, r.stderr
+    write(root / "exp" / "foo.yaml", "extends: [tiny/ddp/cpu]\nrecipe:\n  summary: an experiment\n")
+    newest = listing(env=env)
+    tiny = row(newest, "tiny/ddp/cpu")
+    assert tiny["version"] == 2 and tiny["source"] == "team-a" and tiny["shadows"] == ["bundled"]
+    assert row(newest, "exp/foo")["source"] == "team-a"
+    every = listing("--versions", env=env)
+    assert {(r["name"], r["version"]) for r in every if "tiny/ddp/cpu" in r["name"]} == {
+        ("tiny/ddp/cpu", 2),
+        ("tiny/ddp/cpu", 1),
+        ("bundled:tiny/ddp/cpu", 1),
+    }
+    for r in every:
+        targets = [r["name"]] + ([f"{r['name']}@{r['version']}"] if r["version"] else [])
+        for target in targets:
+            shown = run_cli("show", target, env=env)
+            assert shown.returncode == 0, (target, shown.stderr)
+            if r["version"] and "@" in target:
+                assert yaml.safe_load(shown.stdout)["recipe"].get("version") == r["version"], target
+    # `@1` is team-a's, which wins the bare name
+    assert yaml.safe_load(run_cli("show", "tiny/ddp/cpu@1", env=env).stdout)["train"]["steps"] == 101
+
+
+def test_bundled_version_resolves():
+    listed = row(listing(), "tiny/ddp/cpu")
+    assert listed["version"] == 1 and listed["source"] == "bundled"
+    r = run_cli("show", "tiny/ddp/cpu@1")
+    assert r.returncode == 0 and yaml.safe_load(r.stdout)["recipe"]["name"] == "tiny/ddp/cpu"
+    r = run_cli("show", "tiny/ddp/cpu@2")
+    assert r.returncode == 2 and "the bundled file is version 1" in r.stderr and "Traceback" not in r.stderr
+    untuned = row(listing("--policy", "tiny", "--backend", "ddp", "--hardware", "2x1"), "tiny/ddp/2x1")
+    assert untuned["version"] is None and untuned["tuned"] is False  # nothing for @N to name
+
+
+def test_status_column_and_valid_filter(team):
+    root, env = team
+    rows = listing("--policy", "pi07", "--backend", "zero2", env=env)
+    assert {r["status"] for r in rows} == {"valid", "invalid"} and len(rows) == 13
+    valid = listing("--policy", "pi07", "--backend", "zero2", "--valid", env=env)
+    assert valid == [r for r in rows if r["status"] != "invalid"] and valid
+    assert row(rows, "pi07/zero2/8xV100")["status"] == "invalid"
+    # cached per file: a changed overlay is validated again
+    overlay = root / "tiny" / "ddp" / "cpu.yaml"
+    write(overlay, "train:\n  steps: 5\n")
+    assert row(listing("--tuned", env=env), "tiny/ddp/cpu")["status"] == "valid"
+    write(overlay, "train:\n  steps: -5\n")
+    os.utime(overlay, ns=(1, 1))  # a new mtime, whatever the clock's resolution
+    assert row(listing("--tuned", env=env), "tiny/ddp/cpu")["status"] == "invalid"
+    assert "tiny/ddp/cpu" not in {r["name"] for r in listing("--tuned", "--valid", env=env)}
+
+
+def test_search_and_grep(team):
+    root, env = team
+    write(root / "exp" / "fast.yaml", "extends: [tiny/ddp/cpu]\nrecipe:\n  summary: the FAST one\n  tags: [Speedy]\n")
+    found = run_cli("search", "zero-2", "--format", "json", env=env)
+    assert found.returncode == 0, found.stderr
+    names = {r["name"] for r in json.loads(found.stdout)}
+    assert CELL in names and "tiny/zero2/cpu" in names and "act/zero2/cpu" not in names  # summaries, any case
+    assert {r["name"] for r in json.loads(run_cli("search", "speedy", "--format", "json", env=env).stdout)} == {
+        "exp/fast"
+    }  # tags
+    by_name = json.loads(run_cli("search", "ACT/ZERO2/CPU", "--format", "json", env=env).stdout)
+    assert [r["name"] for r in by_name] == ["act/zero2/cpu"]
+    assert listing("--grep", "speedy", env=env) == json.loads(
+        run_cli("search", "speedy", "--format", "json", env=env).stdout
+    )
+    table = run_cli("search", "smoke", env=env).stdout
+    assert table.startswith("NAME ") and "tiny/ddp/cpu" in table
+    r = run_cli("search", "", env=env)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    # a free-standing recipe matches a part filter by the parts it composes
+    assert row(listing("--policy", "tiny", "--hardware", "cpu", env=env), "exp/fast")["source"] == "team-a"
+    assert "exp/fast" not in {r["name"] for r in listing("--policy", "pi07", env=env)}
+
+
+def test_cp_makes_a_recipe_of_its_own(tmp_path, team):
+    root, env = team
+    (tmp_path / "my").mkdir()
+    r = run_cli("cp", CELL, "my/pi07-fast.yaml", cwd=tmp_path, env=env)
+    assert r.returncode == 0 and "as pi07-fast" in r.stdout, r.stderr
+    text = (tmp_path / "my" / "pi07-fast.yaml").read_text()
+    assert text.startswith(BINDING)
+    own = yaml.safe_load(text)
+    assert own["recipe"] == {"name": "pi07-fast", "tags": ["full-unfreeze", "opentau"]}
+    assert own["extends"] == [CELL] and "results" not in own and own["train"]["micro_batch_size"] == 20
+    shown = yaml.safe_load(run_cli("show", "my/pi07-fast.yaml", cwd=tmp_path, env=env).stdout)
+    original = yaml.safe_load(run_cli("show", CELL, env=env).stdout)
+    assert shown["recipe"] == own["recipe"] and "results" not in shown
+    assert {k: v for k, v in shown.items() if k not in ("recipe", "results")} == {
+        k: v for k, v in original.items() if k not in ("recipe", "results")
+    }
+    # edited and published: its history carries none of the original's figures
+    path = tmp_path / "my" / "pi07-fast.yaml"
+    path.write_text(text.replace("micro_batch_size: 20", "micro_batch_size: 16"))
+    r = run_cli("publish", str(path), "--to", "team-a", env=env)
+    assert r.returncode == 0 and "team-a:pi07-fast@1" in r.stdout, r.stderr
+    history = run_cli("history", "pi07-fast", env=env).stdout
+    assert "13.7" not in history and "micro batch 20" not in history
+    # a published version: the copy extends it pinned, wherever it is written
+    r = run_cli("cp", "pi07-fast", "exp/pi07-faster", "--to", "team-a", env=env)
+    assert r.returncode == 0, r.stderr
+    copied = yaml.safe_load((root / "exp" / "pi07-faster.yaml").read_text())
+    assert copied["extends"] == ["pi07-fast@1"] and copied["recipe"]["name"] == "exp/pi07-faster"
+    assert run_cli("show", "exp/pi07-faster", env=env).returncode == 0
+    # a file inside a source is named by its path there, so that the name reaches it
+    r = run_cli("cp", "tiny/ddp/cpu", str(root / "exp" / "tiny-copy.yaml"), env=env)
+    assert r.returncode == 0 and "as exp/tiny-copy" in r.stdout
+    assert "version" not in yaml.safe_load(run_cli("show", "exp/tiny-copy", env=env).stdout)["recipe"]
+    for bad in ([CELL, "my copy.yaml"], [CELL, "team-a:x"], [CELL, "policy/x"], ["no/such", "x.yaml"]):
+        r = run_cli("cp", *bad, cwd=tmp_path, env=env)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, bad
+
+
+def test_publishing_a_file_never_shadows_by_accident(tmp_path, team):
+    _, env = team
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(f"extends: [{CELL}]\nrecipe:\n  name: {CELL}\ntrain:\n  micro_batch_size: 16\n")
+    r = run_cli("publish", str(mine), "--to", "team-a", env=env)
+    assert r.returncode == 2 and "bundled already has this name" in r.stderr and "--replace" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = run_cli("publish", str(mine), "--to", "team-a", "--replace", env=env)
+    assert r.returncode == 0, r.stderr
+    listed = row(listing(env=env), CELL)
+    assert (listed["source"], listed["version"], listed["shadows"]) == ("team-a", 1, ["bundled"])
+    # publishing the name itself is its next version: no --replace
+    r = run_cli("publish", CELL, "train.micro_batch_size=12", "--to", "team-a", env=env)
+    assert r.returncode == 0 and "@2" in r.stdout, r.stderr
+
+
+def test_import_writes_the_schema_line(tmp_path):
+    data = ROOT / "tests" / "data"
+    dest = tmp_path / "imported.yaml"
+    r = run_cli(
+        "import",
+        "--accelerate-config",
+        str(data / "accelerate_zero2.yaml"),
+        "--trainer",
+        "opentau",
+        "--trainer-config",
+        str(data / "opentau_pi07.json"),
+        "-o",
+        str(dest),
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    schema = dest.read_text().splitlines()[0].removeprefix(BINDING)
+    assert (dest.parent / schema).resolve() == (ROOT / "schemas" / "recipe.schema.json").resolve()
