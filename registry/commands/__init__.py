@@ -29,6 +29,7 @@ from registry.commands import (
     search,
     show,
     source,
+    tune,
     validate,
 )
 from registry.errors import Exit, RecipeError
@@ -44,6 +45,7 @@ VERBS = (
     run,
     estimate,
     bench,
+    tune,
     source,
     publish,
     history,

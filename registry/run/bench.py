@@ -48,6 +48,7 @@ class Outcome:
     phase_peaks_gib: dict[str, float] = field(default_factory=dict)  # peak allocated per phase (GPU only)
     resident_gib: float = 0.0  # allocated between steps (GPU only)
     micro_batch_size: int = 0
+    gradient_accumulation_steps: int = 1
     world_size: int = 0
     run_dir: Path | None = None
     doc: dict | None = None
@@ -74,8 +75,21 @@ def summarize(records: list[dict], warmup: int) -> dict:
     }
 
 
-def bench_one(target: str, overrides: list[str], steps: int, warmup: int, allow_mismatch: bool, echo: bool) -> Outcome:
-    recipe = compose(target, [*overrides, *MEASURING, f"train.steps={warmup + steps}"])
+def bench_one(
+    target: str,
+    overrides: list[str],
+    steps: int,
+    warmup: int,
+    allow_mismatch: bool,
+    echo: bool,
+    keep_accumulation: bool = False,
+    base: Path = Path("runs") / "bench",
+) -> Outcome:
+    """`keep_accumulation` (recipe tune): measure with the recipe's own gradient accumulation. The
+    built-in loop steps under accelerator.accumulate and logs one record per optimizer step, with
+    micro x accumulation x world samples over the whole step's wall time, so samples/s stays right."""
+    measuring = [m for m in MEASURING if not (keep_accumulation and m.startswith("train.gradient_accumulation"))]
+    recipe = compose(target, [*overrides, *measuring, f"train.steps={warmup + steps}"])
     name = recipe.name
     if recipe.data["trainer"]["kind"] != "builtin":
         return Outcome(name, skipped=f"the {recipe.data['trainer']['kind']} trainer reports no metrics.jsonl")
@@ -86,7 +100,7 @@ def bench_one(target: str, overrides: list[str], steps: int, warmup: int, allow_
     if why and not allow_mismatch:
         return Outcome(name, skipped=why)
     bundle = resolve(recipe)
-    folder = fresh_run_dir(recipe, None, base=Path("runs") / "bench")
+    folder = fresh_run_dir(recipe, None, base=base)
     write_bundle(bundle, folder)
     code = supervise([(["bash", "launch.sh"], launch_env(bundle))], folder, echo=echo)
     if code:
@@ -99,6 +113,7 @@ def bench_one(target: str, overrides: list[str], steps: int, warmup: int, allow_
         doc=recipe.data,
         world_size=world,
         micro_batch_size=int(recipe.data["train"]["micro_batch_size"]),
+        gradient_accumulation_steps=int(recipe.data["train"]["gradient_accumulation_steps"]),
         **summarize(records, warmup),
     )
 
@@ -154,18 +169,21 @@ def versions() -> dict[str, str]:
     return found
 
 
-def record(outcome: Outcome, path: Path, command: str, steps: int) -> None:
-    """Append the measurement to the recipe file's `results` (which must be its last section)."""
-    text = path.read_text(encoding="utf-8")
-    doc = load_text(text, str(path)).data
-    if "results" in doc and list(doc)[-1] != "results":
-        raise RecipeError(f"{path}: results must be the last section to record into it")
+def result_entry(
+    outcome: Outcome,
+    command: str,
+    steps: int,
+    source: str = "recipe bench (built-in trainer)",
+    memory_fraction: float | None = None,
+) -> dict:
+    """One `results` entry: the figures and their provenance (hardware seen, versions, date, command)."""
+    accumulation = outcome.gradient_accumulation_steps
     entry = {
         "samples_per_s": round(outcome.samples_per_s, 3),
         "peak_allocated_gib": round(outcome.peak_allocated_gib, 3),
         "peak_reserved_gib": round(outcome.peak_reserved_gib, 3),
         "micro_batch_size": outcome.micro_batch_size,
-        "gradient_accumulation_steps": 1,
+        "gradient_accumulation_steps": accumulation,
         "num_cams": view.of(outcome.doc).dataset.num_cams,
         "steps": steps,
         "phases": {k: round(v, 4) for k, v in outcome.shares.items()},
@@ -173,8 +191,22 @@ def record(outcome: Outcome, path: Path, command: str, steps: int) -> None:
         "versions": versions(),
         "date": time.strftime("%Y-%m-%d"),
         "command": command,
-        "source": "recipe bench (built-in trainer)",
+        "source": source,
     }
+    if accumulation > 1:  # the built-in loop steps under accelerator.accumulate (docs/failure-modes.md §20)
+        entry["loop_uses_accumulate"] = True
+    if memory_fraction is not None:
+        entry["memory_fraction"] = round(memory_fraction, 4)
+    return entry
+
+
+def record(outcome: Outcome, path: Path, command: str, steps: int, **entry_options) -> None:
+    """Append the measurement to the recipe file's `results` (which must be its last section)."""
+    text = path.read_text(encoding="utf-8")
+    doc = load_text(text, str(path)).data
+    if "results" in doc and list(doc)[-1] != "results":
+        raise RecipeError(f"{path}: results must be the last section to record into it")
+    entry = result_entry(outcome, command, steps, **entry_options)
     block = yaml.safe_dump([entry], sort_keys=False, width=1000)
     block = "".join("  " + line if line.strip() else line for line in block.splitlines(keepends=True))
     new = text if text.endswith("\n") else text + "\n"

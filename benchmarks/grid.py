@@ -1,0 +1,444 @@
+"""Exhaustive grid of training configurations, and the estimator's error on held-out points.
+
+measure (on a GPU host): run every configuration policy x backend x micro batch of one hardware
+cell with the built-in trainer, keeping the global batch fixed: gradient accumulation =
+global / (micro x world). Unlike `recipe bench`, the candidate's accumulation is kept (the loop
+accumulates with accelerator.accumulate and logs samples/s = micro x accumulation x world per
+optimizer step over the slowest rank's step time, registry/train/loop.py). One JSON line per
+configuration goes to --out: wall seconds of the whole run (launch to exit), samples/s, peak
+allocated/reserved GiB (fullest rank), status ok|oom|failed|invalid, the estimator's prediction.
+
+    python3 benchmarks/grid.py measure --policies ref-100m,ref-1b --gpus 0,1 --port 29510 \
+        --shard 0/4 --out grid-0.jsonl
+
+Several instances share one host: each gets its own GPUs (--gpus sets CUDA_VISIBLE_DEVICES for
+the launched run; the generated accelerate yaml names no gpu_ids, so accelerate keeps it), its own
+rendezvous port and its own shard of the list (round-robin, so every shard gets a mix of backends
+and micro batches). A configuration already in --out is skipped, so an interrupted instance is
+resumed by running the same command again; --deadline stops starting new ones after that many
+seconds.
+
+Steps: 2 warm-up + 4 measured optimizer steps. Step 1 builds NCCL communicators, DeepSpeed's
+buckets and the optimizer's lazily created Adam states; step 2 is the first with every
+allocation in place (the peak memory is reached by then); 4 measured steps are 4 x global-batch
+samples (256 at the default 64), and the per-step spread is recorded (`step_spread`,
+max/min - 1) so an unstable number shows. Phase timing is off by default (it synchronises the
+GPU four times per micro batch); --phase-timing turns it on for per-phase peaks and resident
+memory, as benchmarks/calibrate.py records them.
+
+merge: join the instances' JSON lines into benchmarks/results/grid_<host>.json with provenance.
+
+    python3 benchmarks/grid.py merge grid-*.jsonl --command "..."
+
+evaluate (anywhere, no GPU): the estimator's error |predicted / measured - 1| on the measured
+points that are not calibration points (benchmarks/results/calibrate_2xH200.json: the recipe and
+micro batch pairs the estimator was fitted on): count, median, worst, per backend; writes
+benchmarks/results/heldout_<host>.json. Only points measured with gradient accumulation 1 count
+by default (the estimator models one micro batch per optimizer step: under accumulation FSDP1's
+no_sync keeps unsharded gradients and DeepSpeed keeps its accumulation buffers); pass
+--any-accumulation to include the others.
+
+    python3 benchmarks/grid.py evaluate benchmarks/results/grid_2xH100.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+RESULTS = ROOT / "benchmarks" / "results"
+CALIBRATION = RESULTS / "calibrate_2xH200.json"
+BACKENDS = "ddp,zero1,zero2,zero3,zero3-offload,fsdp,fsdp-grad-op,fsdp2"
+MICRO = "1,2,4,8,16,32"
+WARMUP, STEPS = 2, 4
+OOM_MARKERS = ("out of memory", "OutOfMemoryError")
+ACCEPT_MEDIAN, ACCEPT_WORST = 0.05, 0.10
+
+
+# --- configurations ------------------------------------------------------------------------------
+
+
+def configs(policies, backends, micros, hardware, global_batch, accumulation, world) -> list[dict]:
+    """Every policy x backend x micro batch, with the accumulation that keeps the global batch
+    (or a fixed accumulation when `accumulation` is given). `world` is the ranks of `hardware`."""
+    out = []
+    for policy in policies:
+        for backend in backends:
+            for micro in micros:
+                if accumulation:
+                    accum, why = accumulation, None
+                else:
+                    accum, rest = divmod(global_batch, micro * world)
+                    why = (
+                        None
+                        if accum >= 1 and rest == 0
+                        else f"global batch {global_batch} is not a multiple of {micro} x {world}"
+                    )
+                out.append(
+                    {
+                        "recipe": f"{policy}/{backend}/{hardware}",
+                        "policy": policy,
+                        "backend": backend,
+                        "hardware": hardware,
+                        "micro_batch_size": micro,
+                        "gradient_accumulation_steps": accum if not why else None,
+                        "global_batch": micro * accum * world if not why else global_batch,
+                        "world_size": world,
+                        **({"indivisible": why} if why else {}),
+                    }
+                )
+    return out
+
+
+def shard(items: list, spec: str) -> list:
+    """`i/n`: every n-th item from the i-th (round-robin)."""
+    i, n = (int(x) for x in spec.split("/"))
+    if not 0 <= i < n:
+        raise SystemExit(f"--shard {spec}: want i/n with 0 <= i < n")
+    return items[i::n]
+
+
+def key(point: dict) -> tuple:
+    return (point["recipe"], int(point["micro_batch_size"]), point.get("gradient_accumulation_steps"))
+
+
+# --- measure -------------------------------------------------------------------------------------
+
+
+def overrides(config: dict, port: int, phase_timing: bool) -> list[str]:
+    timing = "true" if phase_timing else "false"
+    return [
+        f"train.micro_batch_size={config['micro_batch_size']}",
+        f"train.gradient_accumulation_steps={config['gradient_accumulation_steps']}",
+        "train.log_every=1",
+        "train.checkpoint={every: 0, consolidated: false, resumable: false}",
+        f"trainer.builtin={{progress: false, phase_timing: {timing}}}",
+        f"train.steps={WARMUP + STEPS}",
+        f"launch.main_process_port={port}",
+    ]
+
+
+def predicted(doc: dict) -> dict:
+    from registry.estimate import estimate
+
+    est = estimate(doc)
+    if est is None or not est.finite:
+        return {}
+    return {
+        "predicted_allocated_gib": round(est.allocated_gib, 3),
+        "predicted_reserved_gib": round(est.reserved_gib, 3),
+        "predicted_fits": est.fraction <= 1.0,
+        "predicted_phase": est.phase,
+    }
+
+
+def summary(records: list[dict]) -> dict:
+    steps = [r for r in records if "loss" in r and r["step"] > WARMUP]
+    if not steps:
+        return {}
+    times = [r["step_time_s"] for r in steps]
+    batch = steps[0]["samples_per_s"] * steps[0]["step_time_s"]  # the global batch of one optimizer step
+    out = {
+        "samples_per_s": round(batch * len(steps) / sum(times), 3),
+        "step_time_s": round(statistics.median(times), 4),
+        "step_spread": round(max(times) / min(times) - 1, 4) if min(times) > 0 else None,
+        "measured_steps": len(steps),
+        "peak_allocated_gib": round(max(r["peak_allocated_gib"] for r in records if "loss" in r), 3),
+        "peak_reserved_gib": round(max(r["peak_reserved_gib"] for r in records if "loss" in r), 3),
+    }
+    if any("phase_peak_allocated_gib" in r for r in steps):
+        phases = steps[0]["phase_peak_allocated_gib"]
+        out["phase_peaks_gib"] = {p: round(max(r["phase_peak_allocated_gib"][p] for r in steps), 3) for p in phases}
+        out["resident_gib"] = round(max(r.get("resident_allocated_gib", 0.0) for r in steps), 3)
+    return out
+
+
+def failure(log: Path) -> str:
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return "oom" if any(m in text for m in OOM_MARKERS) else "failed"
+
+
+def run_one(config: dict, port: int, gpus: str | None, phase_timing: bool) -> dict:
+    from registry.compose import compose
+    from registry.resolve import resolve
+    from registry.run import fresh_run_dir, launch_env, supervise, write_bundle
+    from registry.validate import validate
+
+    point = dict(config)
+    if "indivisible" in config:
+        return {**point, "status": "invalid", "rules": ["global-batch-indivisible"]}
+    recipe = compose(config["recipe"], overrides(config, port, phase_timing))
+    point.update(predicted(recipe.data))
+    errors = sorted({p.rule for p in validate(recipe.data, recipe.origins) if p.is_error})
+    if errors:
+        return {**point, "status": "invalid", "rules": errors}
+    bundle = resolve(recipe)
+    folder = fresh_run_dir(recipe, None, base=Path("runs") / "grid")
+    write_bundle(bundle, folder)
+    env = launch_env(bundle)
+    if gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpus
+    started = time.perf_counter()
+    code = supervise([(["bash", "launch.sh"], env)], folder, echo=False)
+    point["wall_s"] = round(time.perf_counter() - started, 2)
+    point["run_dir"] = str(folder)
+    metrics = folder / "metrics.jsonl"
+    records = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
+    measured = summary(records)
+    if code or not measured:
+        status = failure(folder / "launch.log") if code else "failed"
+        return {**point, "status": status, "exit_code": code, **measured}
+    return {**point, "status": "ok", **measured}
+
+
+def measure(args) -> int:
+    from registry.compose import compose
+    from registry.topology import world_size
+
+    policies, backends = args.policies.split(","), args.backends.split(",")
+    micros = [int(m) for m in args.micro.split(",")]
+    world = int(world_size(compose(f"{policies[0]}/{backends[0]}/{args.hardware}").data))
+    todo = shard(
+        configs(policies, backends, micros, args.hardware, args.global_batch, args.accumulation, world), args.shard
+    )
+    done = set()
+    if args.out.exists():
+        done = {key(json.loads(line)) for line in args.out.read_text().splitlines() if line.strip()}
+    began = time.perf_counter()
+    for config in todo:
+        if key(config) in done:
+            continue
+        if args.deadline and time.perf_counter() - began > args.deadline:
+            print(f"grid: deadline {args.deadline} s reached; run again to resume", file=sys.stderr, flush=True)
+            return 3
+        point = run_one(config, args.port, args.gpus, args.phase_timing)
+        point.update(
+            {"gpus": args.gpus, "port": args.port, "shard": args.shard, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+        )
+        print(json.dumps(point), flush=True)
+        with args.out.open("a") as f:
+            f.write(json.dumps(point) + "\n")
+    return 0
+
+
+# --- merge ---------------------------------------------------------------------------------------
+
+
+def host_gpus() -> str:
+    from registry.run import machine
+
+    gpus = machine.gpus()
+    return f"{len(gpus)} x {gpus[0].name}" if gpus else "no GPU"
+
+
+def versions() -> dict[str, str]:
+    from importlib import metadata
+
+    from registry import __version__
+
+    found = {"recipe-registry": __version__}
+    for package in ("torch", "accelerate", "deepspeed", "transformers"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def tag(gpus: str) -> str:
+    """'8 x NVIDIA H100 80GB HBM3' -> '8xH100', for file names."""
+    m = re.match(r"(\d+) x (.*)", gpus)
+    if not m:
+        return re.sub(r"[^A-Za-z0-9_.-]+", "", gpus) or "host"
+    model = next((w for w in m.group(2).split() if re.search(r"[A-Z]\d", w)), m.group(2).split()[-1])
+    return f"{m.group(1)}x{model}"
+
+
+def merge(args) -> int:
+    points = []
+    for path in args.parts:
+        points += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    points.sort(key=lambda p: (p["recipe"], p["micro_batch_size"]))
+    gpus = args.host or host_gpus()
+    doc = {
+        "benchmark": "grid",
+        "date": time.strftime("%Y-%m-%d"),
+        "hardware": gpus,
+        "versions": versions(),
+        "command": args.command,
+        "steps": f"{WARMUP} warm-up + {STEPS} measured optimizer steps, gradient accumulation kept",
+        "wall_s_total": round(sum(p.get("wall_s", 0.0) for p in points), 1),
+        "counts": {s: sum(p["status"] == s for p in points) for s in ("ok", "oom", "failed", "invalid")},
+        "points": points,
+    }
+    out = args.output or RESULTS / f"grid_{args.name or tag(gpus)}.json"
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"{len(points)} points -> {out}")
+    return 0
+
+
+# --- evaluate ------------------------------------------------------------------------------------
+
+
+def calibration_keys(path: Path = CALIBRATION) -> set[tuple[str, int]]:
+    return {(p["recipe"], int(p["micro_batch_size"])) for p in json.loads(path.read_text())["points"]}
+
+
+def measured_gib(point: dict) -> float | None:
+    return point.get("measured_allocated_gib", point.get("peak_allocated_gib"))
+
+
+def heldout(points: list[dict], calibration: set, any_accumulation: bool = False) -> tuple[list, dict]:
+    """The held-out points with their errors, and what was left out and why."""
+    kept, left = [], {"calibration": 0, "accumulation": 0, "not measured": 0}
+    for p in points:
+        if p.get("status", "ok") != "ok" or measured_gib(p) is None:
+            left["not measured"] += 1
+        elif (p["recipe"], int(p["micro_batch_size"])) in calibration:
+            left["calibration"] += 1
+        elif not any_accumulation and int(p.get("gradient_accumulation_steps") or 1) != 1:
+            left["accumulation"] += 1
+        else:
+            kept.append(p)
+    return kept, left
+
+
+def errors(points: list[dict], predict) -> list[dict]:
+    rows = []
+    for p in points:
+        guess, meas = predict(p), measured_gib(p)
+        rows.append(
+            {
+                "recipe": p["recipe"],
+                "backend": p.get("backend") or p["recipe"].split("/")[1],
+                "micro_batch_size": int(p["micro_batch_size"]),
+                "gradient_accumulation_steps": int(p.get("gradient_accumulation_steps") or 1),
+                "measured_allocated_gib": meas,
+                "predicted_allocated_gib": round(guess, 3),
+                "ratio": round(guess / meas, 4),
+                "error": round(abs(guess / meas - 1), 4),
+            }
+        )
+    return rows
+
+
+def stats(rows: list[dict]) -> dict:
+    errs = [r["error"] for r in rows]
+    if not errs:
+        return {"count": 0}
+    worst = max(rows, key=lambda r: r["error"])
+    return {
+        "count": len(errs),
+        "median": round(statistics.median(errs), 4),
+        "worst": round(worst["error"], 4),
+        "worst_point": f"{worst['recipe']} micro {worst['micro_batch_size']}",
+        "over_5_percent": sum(e > 0.05 for e in errs),
+    }
+
+
+def current_prediction(point: dict) -> float:
+    """The current estimator's prediction (the recorded one may predate an estimator change)."""
+    from registry.compose import compose
+    from registry.estimate import estimate
+
+    doc = compose(point["recipe"], [f"train.micro_batch_size={point['micro_batch_size']}"]).data
+    return estimate(doc).allocated_gib
+
+
+def evaluate(args) -> int:
+    points, hosts = [], []
+    for path in args.results:
+        data = json.loads(path.read_text())
+        points += data["points"] if isinstance(data, dict) else data
+        hosts.append(data.get("hardware", "host") if isinstance(data, dict) else "host")
+    kept, left = heldout(points, calibration_keys(args.calibration), args.any_accumulation)
+    rows = errors(kept, current_prediction)
+    by_backend = {b: stats([r for r in rows if r["backend"] == b]) for b in sorted({r["backend"] for r in rows})}
+    overall = stats(rows)
+    ok = (
+        overall["count"] >= args.min_points
+        and overall.get("median", 1) <= ACCEPT_MEDIAN
+        and overall.get("worst", 1) <= ACCEPT_WORST
+    )
+    print(f"{'RECIPE':<28} {'MICRO':>5} {'ACC':>4} {'MEASURED':>9} {'PREDICTED':>9} {'RATIO':>6}")
+    for r in sorted(rows, key=lambda r: -r["error"]):
+        print(
+            f"{r['recipe']:<28} {r['micro_batch_size']:>5} {r['gradient_accumulation_steps']:>4} "
+            f"{r['measured_allocated_gib']:>9.2f} {r['predicted_allocated_gib']:>9.2f} {r['ratio']:>6.3f}"
+        )
+    for b, s in by_backend.items():
+        print(f"{b:<14} n={s['count']:<3} median {s['median']:.1%} worst {s['worst']:.1%}")
+    print(
+        f"held out: {overall['count']} points (left out: {left}); "
+        + (
+            f"median {overall['median']:.1%}, worst {overall['worst']:.1%} ({overall['worst_point']})"
+            if rows
+            else "none"
+        )
+    )
+    verdict = "met" if ok else "NOT met"
+    print(f"acceptance (>= {args.min_points} points, median <= 5%, worst <= 10%): {verdict}")
+    if not args.no_write:
+        host = hosts[0]
+        out = args.output or RESULTS / f"heldout_{tag(host)}.json"
+        report = {
+            "benchmark": "heldout",
+            "date": time.strftime("%Y-%m-%d"),
+            "source": [str(p) for p in args.results],
+            "calibration": str(args.calibration),
+            "hardware": host,
+            "any_accumulation": args.any_accumulation,
+            "left_out": left,
+            "overall": overall,
+            "by_backend": by_backend,
+            "acceptance": {"min_points": args.min_points, "median": ACCEPT_MEDIAN, "worst": ACCEPT_WORST, "met": ok},
+            "points": rows,
+        }
+        out.write_text(json.dumps(report, indent=1) + "\n")
+        print(f"-> {out}")
+    return 0 if ok else 1
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="verb", required=True)
+    m = sub.add_parser("measure", help="run the grid (or a shard of it) on this host's GPUs")
+    m.add_argument("--policies", default="ref-100m,ref-1b")
+    m.add_argument("--backends", default=BACKENDS)
+    m.add_argument("--micro", default=MICRO)
+    m.add_argument("--hardware", default="2xH100", help="hardware part whose GPU count matches --gpus")
+    m.add_argument("--global-batch", type=int, default=64, help="samples per optimizer step, kept fixed")
+    m.add_argument("--accumulation", type=int, default=0, help="fixed accumulation instead (1: memory points)")
+    m.add_argument("--gpus", default=None, help="CUDA_VISIBLE_DEVICES for the launched runs, e.g. 0,1")
+    m.add_argument("--port", type=int, default=29510, help="rendezvous port, distinct per concurrent instance")
+    m.add_argument("--shard", default="0/1", help="i/n: this instance's share of the list")
+    m.add_argument("--deadline", type=float, default=0, help="start no configuration after this many seconds")
+    m.add_argument("--phase-timing", action="store_true", help="per-phase peaks and resident memory (syncs the GPU)")
+    m.add_argument("--out", type=Path, required=True, help="JSON-lines file, one per instance")
+    g = sub.add_parser("merge", help="join instances' JSON lines into results/grid_<name>.json")
+    g.add_argument("parts", type=Path, nargs="+")
+    g.add_argument("--command", default="", help="the command line(s) that measured, for provenance")
+    g.add_argument("--host", default=None, help="host GPUs (default: this machine's)")
+    g.add_argument("--name", default=None, help="file name suffix (default: the hardware cell)")
+    g.add_argument("--output", type=Path, default=None)
+    e = sub.add_parser("evaluate", help="the estimator's error on points not used to fit it")
+    e.add_argument("results", type=Path, nargs="+", help="grid_<host>.json files, or any files of measured points")
+    e.add_argument("--calibration", type=Path, default=CALIBRATION)
+    e.add_argument("--any-accumulation", action="store_true")
+    e.add_argument("--min-points", type=int, default=24)
+    e.add_argument("--output", type=Path, default=None)
+    e.add_argument("--no-write", action="store_true")
+    args = ap.parse_args(argv)
+    return {"measure": measure, "merge": merge, "evaluate": evaluate}[args.verb](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""benchmarks/grid.py evaluate: held-out points are those the estimator was not fitted on (another
+recipe or micro batch than the calibration file's), measured with accumulation 1; the error is
+|predicted / measured - 1|, summarised as count, median and worst, overall and per backend."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "data" / "heldout_points.json"
+
+
+@pytest.fixture(scope="module")
+def grid():
+    spec = importlib.util.spec_from_file_location("grid", ROOT / "benchmarks" / "grid.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def points():
+    return json.loads(FIXTURE.read_text())["points"]
+
+
+def test_calibration_set_is_the_36_fitted_points(grid):
+    keys = grid.calibration_keys()
+    assert len(keys) == 36
+    assert ("ref-100m/ddp/2xH100", 2) in keys and ("ref-1b/fsdp2/2xH100", 16) in keys
+    assert ("ref-1b/fsdp-grad-op/2xH100", 4) not in keys and ("ref-100m/ddp/2xH100", 4) not in keys
+
+
+def test_picks_out_held_out_points(grid):
+    kept, left = grid.heldout(points(), grid.calibration_keys())
+    assert [(p["recipe"], p["micro_batch_size"]) for p in kept] == [
+        ("ref-100m/ddp/2xH100", 4),  # calibrated backend, other micro batch
+        ("ref-100m/zero3-offload/2xH100", 2),  # calibrated micro batch, other backend
+        ("ref-1b/fsdp-grad-op/2xH100", 4),
+        ("ref-1b/zero2/2xH100", 12),
+    ]
+    assert left == {"calibration": 2, "accumulation": 1, "not measured": 2}
+    kept_all, left_all = grid.heldout(points(), grid.calibration_keys(), any_accumulation=True)
+    assert len(kept_all) == 5 and left_all["accumulation"] == 0
+
+
+def test_median_and_worst(grid):
+    kept, _ = grid.heldout(points(), grid.calibration_keys())
+    guesses = {  # ratios 1.05, 1.10, 1.20, 0.95
+        "ref-100m/ddp/2xH100": 2.1,
+        "ref-100m/zero3-offload/2xH100": 4.4,
+        "ref-1b/fsdp-grad-op/2xH100": 12.0,
+        "ref-1b/zero2/2xH100": 19.0,
+    }
+    rows = grid.errors(kept, lambda p: guesses[p["recipe"]])
+    overall = grid.stats(rows)
+    assert overall["count"] == 4
+    assert overall["median"] == pytest.approx((0.05 + 0.10) / 2)
+    assert overall["worst"] == pytest.approx(0.20)
+    assert overall["worst_point"] == "ref-1b/fsdp-grad-op/2xH100 micro 4"
+    assert overall["over_5_percent"] == 2  # 0.05 itself is not over
+    assert grid.stats([r for r in rows if r["backend"] == "zero2"])["worst"] == pytest.approx(0.05)
+    assert grid.stats([])["count"] == 0
+
+
+def test_evaluate_writes_the_report(grid, tmp_path, capsys):
+    out = tmp_path / "heldout.json"
+    code = grid.main(["evaluate", str(FIXTURE), "--output", str(out), "--min-points", "4"])
+    report = json.loads(out.read_text())
+    assert report["overall"]["count"] == 4 and set(report["by_backend"]) == {
+        "ddp",
+        "zero3-offload",
+        "fsdp-grad-op",
+        "zero2",
+    }
+    assert code == (0 if report["acceptance"]["met"] else 1)
+    assert "held out: 4 points" in capsys.readouterr().out
+
+
+def test_grid_keeps_the_global_batch(grid):
+    configs = grid.configs(["ref-1b"], ["ddp", "fsdp"], [1, 2, 4, 8, 16, 32], "2xH100", 64, 0, 2)
+    assert [(c["micro_batch_size"], c["gradient_accumulation_steps"]) for c in configs[:6]] == [
+        (1, 32),
+        (2, 16),
+        (4, 8),
+        (8, 4),
+        (16, 2),
+        (32, 1),
+    ]
+    assert all(c["global_batch"] == 64 for c in configs)
+    shards = [grid.shard(configs, f"{i}/4") for i in range(4)]
+    assert sorted(grid.key(c) for s in shards for c in s) == sorted(map(grid.key, configs))
+    assert "indivisible" in grid.configs(["ref-1b"], ["ddp"], [3], "2xH100", 64, 0, 2)[0]

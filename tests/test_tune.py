@@ -1,0 +1,285 @@
+"""`recipe tune`: candidates, pruning by the rules and the memory estimate, successive halving and
+out-of-memory handling with fake measurements; and one real search on this CPU host."""
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import run_cli
+
+from registry.run import tune
+from registry.run.bench import summarize
+from registry.run.tune import MEASURED, NOT_RUN, OOM, PRUNED, Candidate, Point, Search
+
+GLOBAL = 8
+
+
+# --- candidates and pruning ------------------------------------------------------------------
+
+
+def test_micro_batches_keep_the_global_batch():
+    assert tune.micro_batches(32, 2) == [16, 8, 4, 2, 1]
+    assert tune.micro_batches(24, 2) == [4, 2, 1]  # 12 per rank: powers of two that divide it
+    assert tune.micro_batches(7, 2) == []
+    assert all(c.micro_batch_size * c.accumulation * 2 == 32 for c in tune.candidates(["ddp", "zero2"], 32, 2))
+
+
+def test_cpu_candidates_are_not_pruned_by_memory():
+    target = tune.parse_target("tiny/cpu")
+    judged = tune.space(target, ["ddp", "zero2", "zero3"], GLOBAL, [])
+    assert {(j.point.candidate.backend, j.point.candidate.micro_batch_size) for j in judged} == {
+        (b, m) for b in ("ddp", "zero2", "zero3") for m in (4, 2, 1)
+    }
+    assert all(j.point.status == NOT_RUN and j.point.predicted_fraction is None for j in judged)
+    assert not any(j.point.candidate.checkpointing for j in judged)  # nothing to win on CPU
+
+
+def test_gpu_candidates_pruned_by_the_rules_and_the_estimate():
+    target = tune.parse_target("pi07/8xA100")
+    judged = {j.point.candidate: j.point for j in tune.space(target, ["ddp", "zero2", "zero3", "fsdp"], 256, [])}
+    ddp = [p for c, p in judged.items() if c.backend == "ddp"]
+    assert ddp and all(p.status == PRUNED and p.reason.startswith("predicted") for p in ddp)  # 146% of 80 GiB
+    assert all(p.predicted_fraction > tune.LIMIT for p in ddp)
+    zero3 = [p for c, p in judged.items() if c.backend == "zero3"]
+    assert all("zero3-torch-checkpointing" in p.reason for p in zero3)  # the rules, before memory
+    pruned = [p for p in judged.values() if p.status == PRUNED and p.reason.startswith("predicted")]
+    # larger micro batches of a sharded backend are over the limit, smaller ones fit
+    zero2 = sorted((p for c, p in judged.items() if c.backend == "zero2"), key=lambda p: p.candidate.micro_batch_size)
+    assert zero2[-1] in pruned and all(p.predicted_fraction <= tune.LIMIT for p in zero2 if p not in pruned)
+    # pi07 is an OpenTau policy: measured only with the built-in trainer, so none is left to run
+    assert not [p for p in judged.values() if p.status == NOT_RUN]
+
+
+def test_checkpointing_is_added_only_where_memory_asks_and_the_rules_allow():
+    target = tune.parse_target("pi07/8xA100")
+    judged = [j.point for j in tune.space(target, ["zero2", "zero3"], 256, ["policy.gradient_checkpointing=false"])]
+    with_ckpt = [p for p in judged if p.candidate.checkpointing]
+    assert with_ckpt and all(p.candidate.backend == "zero2" for p in with_ckpt)  # never under ZeRO-3 (§9)
+    plain = {(p.candidate.backend, p.candidate.micro_batch_size): p for p in judged if not p.candidate.checkpointing}
+    twins = [(p, plain[(p.candidate.backend, p.candidate.micro_batch_size)]) for p in with_ckpt]
+    assert all(twin.reason.startswith("predicted") for _, twin in twins)
+    assert all(p.predicted_fraction < twin.predicted_fraction for p, twin in twins)
+    assert any(p.predicted_fraction <= tune.LIMIT for p in with_ckpt)  # checkpointing makes it fit
+
+
+def test_bad_targets_are_one_line(tmp_path):
+    r = run_cli("tune", "tiny/nowhere", cwd=tmp_path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = run_cli("tune", "tiny/cpu", "--backends", "ddp,nope", cwd=tmp_path)
+    assert r.returncode == 2 and "unknown backend 'nope'" in r.stderr
+    r = run_cli("tune", "tiny/cpu", "--global-batch", "7", "--backends", "ddp", cwd=tmp_path)
+    assert r.returncode == 2 and "multiple of the world size" in r.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+# --- the search, with fake measurements -------------------------------------------------------
+
+
+def points(rates: dict[tuple[str, int], float], fractions: dict | None = None) -> list[Point]:
+    out = []
+    for (backend, micro), _ in rates.items():
+        p = Point(Candidate(backend, micro, 32 // micro))
+        p.predicted_fraction = (fractions or {}).get((backend, micro))
+        out.append(p)
+    return out
+
+
+@dataclass
+class Fake:
+    """Measures from a table: a rate, or 'oom'/'failed'; counts the runs."""
+
+    rates: dict
+    runs: list
+
+    def __call__(self, c: Candidate, warmup: int, steps: int) -> Point:
+        self.runs.append((c.backend, c.micro_batch_size, steps))
+        got = self.rates[(c.backend, c.micro_batch_size)]
+        if got == "oom":
+            return Point(c, OOM, reason="torch.OutOfMemoryError: CUDA out of memory")
+        if got == "failed":
+            return Point(c, tune.FAILED, reason="boom")
+        return Point(c, MEASURED, samples_per_s=got, peak_allocated_gib=micro_gib(c), peak_reserved_gib=micro_gib(c))
+
+
+def micro_gib(c: Candidate) -> float:
+    return 1.0 + c.micro_batch_size
+
+
+def test_successive_halving_keeps_the_leaders_and_picks_the_best():
+    rates = {(b, m): r * m / (m + 1) for b, r in (("ddp", 100), ("zero2", 95), ("zero3", 60)) for m in (8, 4, 2, 1)}
+    fake = Fake(rates, [])
+    search = Search(points(rates), warmup=1, steps=2)
+    best = search.run(fake)
+    assert best.candidate == Candidate("ddp", 8, 4)
+    rung0 = [r for r in fake.runs if r[2] == 2]
+    # each backend at its largest micro batch, then the leader one below (slower: the walk stops)
+    assert rung0 == [("ddp", 8, 2), ("zero2", 8, 2), ("zero3", 8, 2), ("ddp", 4, 2)]
+    assert [r for r in fake.runs if r[2] == 6] == [("ddp", 8, 6), ("zero2", 8, 6)]  # the best 1/3, longer
+    assert len(fake.runs) == 6 and search.rungs == [(1, 2), (1, 6)]
+    reasons = {(p.candidate.backend, p.candidate.micro_batch_size): p.reason for p in search.points}
+    assert reasons[("zero3", 4)] == "zero3 trailed the leaders at rung 0"
+    assert reasons[("ddp", 2)] == "a larger micro batch was faster"
+    assert tune.ranking(search.points)[0] is best and best.rung == 1
+
+
+def test_the_walk_down_goes_on_while_it_gets_faster():
+    rates = {("ddp", 8): 50.0, ("ddp", 4): 60.0, ("ddp", 2): 70.0, ("ddp", 1): 65.0}
+    fake = Fake(rates, [])
+    best = Search(points(rates), warmup=0, steps=1).run(fake)
+    assert best.candidate.micro_batch_size == 2 and [r[1] for r in fake.runs][:4] == [8, 4, 2, 1]
+
+
+def test_an_out_of_memory_run_is_pruned_and_never_repeated():
+    rates = {("ddp", 8): "oom", ("ddp", 4): "oom", ("ddp", 2): 80.0, ("ddp", 1): 70.0, ("zero2", 8): "failed"}
+    rates[("zero2", 4)] = 75.0
+    fractions = {("ddp", 8): 0.9, ("ddp", 4): 0.93, ("ddp", 2): 0.5, ("ddp", 1): 0.4}
+    fake = Fake(rates, [])
+    search = Search(points(rates, fractions), warmup=0, steps=1, capacity_gib=80.0)
+    best = search.run(fake)
+    assert best.candidate == Candidate("ddp", 2, 16)
+    # OOM at 8: 4 is predicted at 93%, +10% the estimator missed at 8: pruned without running
+    by = {(p.candidate.backend, p.candidate.micro_batch_size): p for p in search.points}
+    assert by[("ddp", 8)].status == OOM and by[("ddp", 4)].status == PRUNED
+    assert "ran out of memory" in by[("ddp", 4)].reason
+    assert sum(1 for r in fake.runs if rates[(r[0], r[1])] == "oom") == 1  # one OOM for the backend
+    assert by[("zero2", 8)].status == tune.FAILED and by[("zero2", 4)].status == MEASURED  # a failure stops nothing
+
+
+def test_prune_after_oom_drops_every_larger_micro_batch():
+    pts = points({("zero2", m): 1.0 for m in (16, 8, 4)})
+    tune.prune_after_oom(pts, Point(Candidate("zero2", 8, 4), OOM), None)
+    assert [p.status for p in pts] == [PRUNED, PRUNED, NOT_RUN]  # 16 and 8 (the same one, not run again)
+
+
+def test_the_budget_stops_launching_and_keeps_results():
+    rates = {(b, 4): r for b, r in (("ddp", 10.0), ("zero2", 20.0), ("zero3", 30.0))}
+    now = [0.0]
+
+    def measure(c, warmup, steps):
+        now[0] += 60
+        return Fake(rates, [])(c, warmup, steps)
+
+    search = Search(points(rates), warmup=0, steps=1, budget_s=90, clock=lambda: now[0])
+    best = search.run(measure)
+    assert best.candidate.backend == "zero2"  # 2 runs fit in the budget
+    assert [p.reason for p in search.points if p.status == NOT_RUN] == ["budget spent"]
+
+
+def test_an_interrupt_keeps_what_was_measured():
+    rates = {("ddp", 4): 10.0, ("zero2", 4): 20.0}
+
+    def measure(c, warmup, steps):
+        if c.backend == "zero2":
+            raise KeyboardInterrupt
+        return Fake(rates, [])(c, warmup, steps)
+
+    search = Search(points(rates), warmup=0, steps=1)
+    assert search.run(measure).candidate.backend == "ddp" and search.interrupted
+
+
+def test_failure_kind_reads_the_log():
+    assert tune.failure_kind("x\ntorch.OutOfMemoryError: CUDA out of memory. Tried\nend")[0] == OOM
+    assert tune.failure_kind("RuntimeError: CUDA error: out of memory\n")[0] == OOM
+    assert tune.failure_kind("starting\nValueError: bad\n") == (tune.FAILED, "ValueError: bad")
+
+
+def test_samples_per_s_counts_every_micro_step_of_an_optimizer_step():
+    # the loop logs one record per optimizer step: micro 2 x accumulation 4 x world 2 = 16 samples
+    # in a step of 0.5 s (its 4 micro steps included) is 32 samples/s, not 4x that
+    records = [
+        {"step": s, "loss": 1.0, "samples_per_s": 16 / 0.5, "step_time_s": 0.5, "peak_allocated_gib": 1.0}
+        for s in range(1, 4)
+    ]
+    records = [{**r, "peak_reserved_gib": 1.0} for r in records]
+    assert abs(summarize(records, warmup=1)["samples_per_s"] - 32.0) < 1e-9
+
+
+def test_plot_is_svg_with_a_capacity_line():
+    from registry.run import plot
+
+    pts = points({("ddp", 4): 1.0, ("ddp", 2): 1.0, ("zero2", 4): 1.0})
+    for p, rate in zip(pts, (40.0, 30.0, 20.0)):
+        p.status, p.samples_per_s, p.peak_allocated_gib = MEASURED, rate, 3.0
+    text = plot.svg(pts, 80.0, "x/y")
+    assert text.startswith("<svg") and "GPU capacity 80 GiB" in text and "3.00 GiB" in text
+    assert "no capacity line" in plot.svg(pts, None, "cpu")
+
+
+# --- a real search on this host ---------------------------------------------------------------
+
+
+def tune_cpu(folder: Path, port: int) -> tuple[subprocess.CompletedProcess, Path, float]:
+    started = time.monotonic()
+    r = run_cli(
+        "tune",
+        "tiny/cpu",
+        "--backends",
+        "ddp,zero2,zero3",
+        "--global-batch",
+        str(GLOBAL),
+        "--steps",
+        "1",
+        "--warmup",
+        "1",
+        "--budget",
+        "2.5",
+        "--output-dir",
+        "out",
+        f"launch.main_process_port={port}",
+        cwd=folder,
+        timeout=600,
+    )
+    return r, folder, time.monotonic() - started
+
+
+def background_runs(items) -> dict:
+    return {"tuned": tune_cpu} if any("tuned" in item.fixturenames for item in items) else {}
+
+
+@pytest.fixture(scope="module")
+def tuned(background, request):
+    return background.of(request.module)["tuned"].result()
+
+
+def test_tune_on_cpu_end_to_end(tuned, tmp_path):
+    r, folder, wall = tuned
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert wall < 180, wall
+    out = folder / "out"
+    assert "no memory pruning" in r.stderr and "rung 0: ddp mb4x1: running" in r.stderr  # progress lines
+    results = json.loads((out / "results.json").read_text())
+    rows = results["candidates"]
+    assert len(rows) == 9 and results["global_batch"] == GLOBAL
+    assert {(x["backend"], x["micro_batch_size"]) for x in rows} == {
+        (b, m) for b in ("ddp", "zero2", "zero3") for m in (4, 2, 1)
+    }
+    assert all(x["micro_batch_size"] * x["gradient_accumulation_steps"] * 2 == GLOBAL for x in rows)
+    assert all(x["status"] == "measured" or x["reason"] for x in rows)  # every one measured or said why not
+    win = results["winner"]
+    assert win == rows[0] and win["status"] == "measured" and win["samples_per_s"] > 0
+    table = (out / "table.txt").read_text()
+    assert table.splitlines()[0].split()[:3] == ["RANK", "BACKEND", "MICRO"] and table in r.stdout
+    assert f"{win['samples_per_s']:.1f}" in table.splitlines()[1]
+    assert (out / "plot.svg").read_text().startswith("<svg")
+    lines = [json.loads(line) for line in (out / "points.jsonl").read_text().splitlines()]
+    assert lines and all("predicted_allocated_gib" in x and "measured_allocated_gib" in x for x in lines)
+    # the tuned recipe: validates, its results match the table, publish takes it
+    overlay = out / "tuned.yaml"
+    doc = yaml.safe_load(overlay.read_text())
+    assert doc["extends"] == [f"tiny/{win['backend']}/cpu"]
+    assert doc["train"]["micro_batch_size"] == win["micro_batch_size"]
+    entry = doc["results"][0]
+    assert abs(entry["samples_per_s"] - win["samples_per_s"]) < 1e-3
+    assert entry["gradient_accumulation_steps"] == win["gradient_accumulation_steps"]
+    assert entry["command"].startswith("recipe tune tiny/cpu") and entry["hardware"].startswith("CPU")
+    assert run_cli("validate", str(overlay)).returncode == 0
+    team = tmp_path / "team"
+    team.mkdir()
+    env = {"RECIPE_PATH": f"team-t={team}", "RECIPE_CONFIG": str(tmp_path / "sources.yaml")}
+    published = run_cli("publish", str(overlay), "--to", "team-t", env=env)
+    assert published.returncode == 0, published.stderr
+    assert (team / "published" / "tuned" / "tiny" / win["backend"] / "cpu" / "1.yaml").is_file()
