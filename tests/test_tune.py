@@ -58,7 +58,9 @@ def test_checkpointing_is_added_only_where_memory_asks_and_the_rules_allow():
     target = tune.parse_target("pi07/8xA100")
     judged = [j.point for j in tune.space(target, ["zero2", "zero3"], 256, ["policy.gradient_checkpointing=false"])]
     with_ckpt = [p for p in judged if p.candidate.checkpointing]
-    assert with_ckpt and all(p.candidate.backend == "zero2" for p in with_ckpt)  # never under ZeRO-3 (§9)
+    assert with_ckpt and all(
+        p.candidate.backend == "zero2" for p in with_ckpt
+    )  # never under ZeRO-3 (docs/failure-modes.md §9)
     plain = {(p.candidate.backend, p.candidate.micro_batch_size): p for p in judged if not p.candidate.checkpointing}
     twins = [(p, plain[(p.candidate.backend, p.candidate.micro_batch_size)]) for p in with_ckpt]
     assert all(twin.reason.startswith("predicted") for _, twin in twins)
