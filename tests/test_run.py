@@ -679,3 +679,22 @@ def _ranks_in(run_dir: Path) -> list[int]:
         except OSError:
             continue
     return found
+
+
+@pytest.mark.parametrize(("visible", "count"), [(None, 4), ("2,3", 2), ("GPU-c", 1), ("", 0)])
+def test_the_host_has_the_gpus_cuda_visible_devices_leaves(tmp_path, monkeypatch, visible, count):
+    """nvidia-smi lists the whole host; a run on two of four GPUs (CUDA_VISIBLE_DEVICES=2,3) has two,
+    as its hardware check and its recorded `hardware` say."""
+    from registry.run import machine
+
+    smi = tmp_path / "nvidia-smi"
+    rows = "\n".join(f"{i}, GPU-{'abcd'[i]}, NVIDIA H100 80GB HBM3, 81559" for i in range(4))
+    smi.write_text("#!/bin/sh\ncat <<'EOF'\n" + rows + "\nEOF\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    found = machine.gpus()
+    assert len(found) == count and all(g.name == "NVIDIA H100 80GB HBM3" and g.memory_mib == 81559 for g in found)

@@ -232,6 +232,7 @@ def tune_cpu(folder: Path, port: int) -> tuple[subprocess.CompletedProcess, Path
         "--output-dir",
         "out",
         f"launch.main_process_port={port}",
+        "train.optimizer.lr=0.002",
         cwd=folder,
         timeout=600,
     )
@@ -274,6 +275,8 @@ def test_tune_on_cpu_end_to_end(tuned, tmp_path):
     doc = yaml.safe_load(overlay.read_text())
     assert doc["extends"] == [f"tiny/{win['backend']}/cpu"]
     assert doc["train"]["micro_batch_size"] == win["micro_batch_size"]
+    # tuned under train.optimizer.lr=0.002, which the overlay keeps; the rendezvous port was the run's own
+    assert doc["train"]["optimizer"] == {"lr": 0.002} and "launch" not in doc
     entry = doc["results"][0]
     assert abs(entry["samples_per_s"] - win["samples_per_s"]) < 1e-3
     assert entry["gradient_accumulation_steps"] == win["gradient_accumulation_steps"]

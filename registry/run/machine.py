@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 
@@ -15,9 +16,11 @@ class GPU:
 
 
 def gpus() -> list[GPU]:
+    """The GPUs this process may use: nvidia-smi lists every GPU of the host, so those that
+    CUDA_VISIBLE_DEVICES (indices or UUIDs) leaves out are dropped, as the ranks would not see them."""
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
+            ["nvidia-smi", "--query-gpu=index,uuid,name,memory.total", "--format=csv,noheader,nounits"],
             capture_output=True,
             text=True,
             timeout=20,
@@ -25,10 +28,13 @@ def gpus() -> list[GPU]:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    wanted = None if visible is None else {v.strip() for v in visible.split(",") if v.strip()}
     found = []
     for line in out.strip().splitlines():
-        name, _, memory = line.rpartition(",")
-        if name:
+        index, uuid, rest = (line.split(",", 2) + ["", ""])[:3]
+        name, _, memory = rest.rpartition(",")
+        if name and (wanted is None or index.strip() in wanted or uuid.strip() in wanted):
             found.append(GPU(name.strip(), int(float(memory.strip() or 0))))
     return found
 

@@ -24,6 +24,7 @@ from registry import view
 from registry.compose import Recipe, compose
 from registry.errors import RecipeError
 from registry.estimate import CUDA_CONTEXT_GIB, estimate
+from registry.files import write_atomic
 from registry.names import AXES, Name, looks_like_file, parse
 from registry.sharing import sources
 from registry.topology import world_size
@@ -517,12 +518,21 @@ def results_json(points: list[Point], best: Point | None, info: dict) -> dict:
     return {**info, "winner": rows[0] if best is not None else None, "candidates": rows}
 
 
-def write_overlay(folder: Path, target: Target, best: Point, command: str, capacity: float | None) -> Path:
-    """The winner as a recipe file extending its cell (or the tuned file), its measurement in
-    `results` as `recipe bench --record` writes it, checked composed as well."""
+# Overrides that tune was given and that describe the run, not the recipe: left out of the overlay.
+RUN_ONLY = (("launch", "main_process_port"),)
+
+
+def write_overlay(
+    folder: Path, target: Target, best: Point, command: str, capacity: float | None, sets: list[str] = ()
+) -> Path:
+    """The winner as a recipe file extending its cell (or the tuned file), with the KEY=VALUE
+    overrides it was tuned under, its measurement in `results` as `recipe bench --record` writes
+    it, checked composed as well."""
     import yaml
 
-    from registry.files import SCHEMA_DIR, write_atomic
+    from registry.compose.overrides import parse as parse_overrides
+    from registry.doc import merge
+    from registry.files import SCHEMA_DIR
     from registry.run import bench
 
     c = best.candidate
@@ -545,7 +555,15 @@ def write_overlay(folder: Path, target: Target, best: Point, command: str, capac
     body: dict = {"recipe": meta, "extends": [parent]}
     if c.checkpointing:
         body["policy"] = {"gradient_checkpointing": True}
-    body["train"] = {"micro_batch_size": c.micro_batch_size, "gradient_accumulation_steps": c.accumulation}
+    for path, value in parse_overrides(list(sets)).sets:
+        if path not in RUN_ONLY:
+            layer: object = value
+            for key in reversed(path):
+                layer = {key: layer}
+            body = merge(body, layer)
+    body = merge(
+        body, {"train": {"micro_batch_size": c.micro_batch_size, "gradient_accumulation_steps": c.accumulation}}
+    )
     text = f"# yaml-language-server: $schema={schema}\n# written by `recipe tune` (table.txt beside it)\n"
     text += yaml.safe_dump(body, sort_keys=False, width=1000)
     path = folder / "tuned.yaml"
@@ -611,14 +629,14 @@ def main(
     best = search.run(measure_with_bench(target, sets, folder, allow_mismatch))
     hardware, versions = bench.host(), bench.versions()
     lines = "".join(json.dumps(point_record(e, capacity, command, hardware, versions)) + "\n" for e in search.log)
-    (folder / "points.jsonl").write_text(lines)
+    write_atomic(folder / "points.jsonl", lines)
     if record_to:
         with open(record_to, "a", encoding="utf-8") as f:
             f.write(lines)
     text = table_text(points, capacity)
     if capacity is None:
         text += "no memory pruning: the hardware part has no GPU (peak memory is the processes' resident set)\n"
-    (folder / "table.txt").write_text(text)
+    write_atomic(folder / "table.txt", text)
     info = {
         "target": target.text,
         "global_batch": global_batch,
@@ -627,13 +645,13 @@ def main(
         "interrupted": search.interrupted,
         "command": command,
     }
-    (folder / "results.json").write_text(json.dumps(results_json(points, best, info), indent=2) + "\n")
-    (folder / "plot.svg").write_text(plot.svg(points, capacity, f"{target.text}: global batch {global_batch}"))
+    write_atomic(folder / "results.json", json.dumps(results_json(points, best, info), indent=2) + "\n")
+    write_atomic(folder / "plot.svg", plot.svg(points, capacity, f"{target.text}: global batch {global_batch}"))
     sys.stdout.write(text)
     if best is None:
         print(f"recipe tune: nothing measured; see {folder / 'table.txt'}", file=sys.stderr)
         return 130 if search.interrupted else 1
-    overlay = write_overlay(folder, target, best, command, capacity)
+    overlay = write_overlay(folder, target, best, command, capacity, sets)
     print(
         f"best: {best.candidate.label}: {best.samples_per_s:.1f} samples/s"
         + (" (so far: interrupted)" if search.interrupted else "")
@@ -647,11 +665,15 @@ def _output(target: Target, output_dir: str | None) -> Path:
         folder = Path(output_dir)
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
             raise RecipeError(f"{folder}: exists and is not an empty folder (hint: pick a new --output-dir)")
-    else:
-        folder = Path("runs") / "tune" / target.slug / time.strftime("%Y%m%d-%H%M%S")
-        n = 2
-        while folder.exists():
-            folder = folder.with_name(f"{time.strftime('%Y%m%d-%H%M%S')}-{n}")
-            n += 1
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+    base, stamp = Path("runs") / "tune" / target.slug, time.strftime("%Y%m%d-%H%M%S")
+    base.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10_000):  # claimed with an exclusive mkdir, as run folders are
+        folder = base / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+    raise RecipeError(f"{base}: no free folder for {stamp} (hint: --output-dir)")
