@@ -240,17 +240,9 @@ def host_gpus() -> str:
 
 
 def versions() -> dict[str, str]:
-    from importlib import metadata
+    from registry.run.bench import versions as installed  # what `recipe bench --record` records
 
-    from registry import __version__
-
-    found = {"recipe-registry": __version__}
-    for package in ("torch", "accelerate", "deepspeed", "transformers"):
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            pass
-    return found
+    return installed()
 
 
 def tag(gpus: str) -> str:

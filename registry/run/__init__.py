@@ -59,8 +59,13 @@ def fresh_run_dir(recipe: Recipe, output_dir: str | None, base: Path = Path("run
             raise RecipeError(f"{folder}: exists and is not empty (hint: pick a new --output-dir, or --resume later)")
         _mkdir(folder, exist_ok=True)
         return folder
+    return claim(resume_.runs_of(recipe, base))
+
+
+def claim(base: Path) -> Path:
+    """base/<timestamp>[-n], made with an exclusive mkdir: two runs started in the same second
+    never share a folder."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = resume_.runs_of(recipe, base)
     _mkdir(base, exist_ok=True)
     for n in range(1, 10_000):
         folder = base / (stamp if n == 1 else f"{stamp}-{n}")

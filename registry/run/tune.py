@@ -667,13 +667,6 @@ def _output(target: Target, output_dir: str | None) -> Path:
             raise RecipeError(f"{folder}: exists and is not an empty folder (hint: pick a new --output-dir)")
         folder.mkdir(parents=True, exist_ok=True)
         return folder
-    base, stamp = Path("runs") / "tune" / target.slug, time.strftime("%Y%m%d-%H%M%S")
-    base.mkdir(parents=True, exist_ok=True)
-    for n in range(1, 10_000):  # claimed with an exclusive mkdir, as run folders are
-        folder = base / (stamp if n == 1 else f"{stamp}-{n}")
-        try:
-            folder.mkdir()
-            return folder
-        except FileExistsError:
-            continue
-    raise RecipeError(f"{base}: no free folder for {stamp} (hint: --output-dir)")
+    from registry.run import claim
+
+    return claim(Path("runs") / "tune" / target.slug)
