@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import statistics
 import sys
@@ -212,7 +213,7 @@ def measure(args) -> int:
     done = set()
     if args.out.exists():
         done = {key(json.loads(line)) for line in args.out.read_text().splitlines() if line.strip()}
-    began = time.perf_counter()
+    began, installed = time.perf_counter(), versions()
     for config in todo:
         if key(config) in done:
             continue
@@ -223,6 +224,7 @@ def measure(args) -> int:
         point.update(
             {"gpus": args.gpus, "port": args.port, "shard": args.shard, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
         )
+        point["versions"] = installed  # of the measuring host: merge may run elsewhere
         print(json.dumps(point), flush=True)
         with args.out.open("a") as f:
             f.write(json.dumps(point) + "\n")
@@ -264,7 +266,7 @@ def merge(args) -> int:
         "benchmark": "grid",
         "date": time.strftime("%Y-%m-%d"),
         "hardware": gpus,
-        "versions": versions(),
+        "versions": next((p["versions"] for p in points if p.get("versions")), None) or versions(),
         "command": args.command,
         "steps": f"{WARMUP} warm-up + {STEPS} measured optimizer steps, gradient accumulation kept",
         "wall_s_total": round(sum(p.get("wall_s", 0.0) for p in points), 1),
@@ -399,6 +401,62 @@ def evaluate(args) -> int:
     return 0 if ok else 1
 
 
+# --- accept: recipe tune against the grid (issue 15) ---------------------------------------------
+ACCEPT_RATIO, ACCEPT_WALL, ACCEPT_OOMS = 0.95, 0.25, 1
+
+
+def judge_tune(grid: dict, tune: dict, tune_wall_s: float, policy: str) -> dict:
+    """What issue 15 asks of a tune run, against the grid measured in the same session: the
+    grid's own measurement of tune's pick is at least 0.95x the grid's best; tune's wall time at
+    most 25% of the grid's (the sum of its configurations' wall times: what one pair of GPUs
+    would spend on it); at most one out-of-memory run per backend."""
+    points = [p for p in grid["points"] if p["policy"] == policy and p["status"] == "ok"]
+    if not points:
+        raise SystemExit(f"accept: the grid has no measured point of {policy}")
+    best = max(points, key=lambda p: p["samples_per_s"])
+    win = tune.get("winner") or {}
+    pick = next(
+        (
+            p
+            for p in points
+            if (p["backend"], p["micro_batch_size"], p["gradient_accumulation_steps"])
+            == (win.get("backend"), win.get("micro_batch_size"), win.get("gradient_accumulation_steps"))
+        ),
+        None,
+    )
+    grid_wall = sum(p.get("wall_s", 0.0) for p in grid["points"] if p["policy"] == policy)
+    ooms: dict[str, int] = {}
+    for row in tune.get("candidates", []):
+        if row.get("status") == "oom":
+            ooms[row["backend"]] = ooms.get(row["backend"], 0) + 1
+    ratio = pick["samples_per_s"] / best["samples_per_s"] if pick else 0.0
+    wall = tune_wall_s / grid_wall if grid_wall else math.inf
+    return {
+        "policy": policy,
+        "grid_best": {
+            k: best[k] for k in ("backend", "micro_batch_size", "gradient_accumulation_steps", "samples_per_s")
+        },
+        "tune_pick": {k: win.get(k) for k in ("backend", "micro_batch_size", "gradient_accumulation_steps")},
+        "pick_in_grid_samples_per_s": pick["samples_per_s"] if pick else None,
+        "ratio_to_best": round(ratio, 4),
+        "tune_wall_s": round(tune_wall_s, 1),
+        "grid_wall_s": round(grid_wall, 1),
+        "wall_fraction": round(wall, 4),
+        "ooms_per_backend": ooms,
+        "met": ratio >= ACCEPT_RATIO and wall <= ACCEPT_WALL and all(n <= ACCEPT_OOMS for n in ooms.values()),
+    }
+
+
+def accept(args) -> int:
+    grid = json.loads(args.grid.read_text())
+    tune = json.loads(args.tune.read_text())
+    verdict = judge_tune(grid, tune, args.tune_wall, args.policy)
+    print(json.dumps(verdict, indent=1))
+    if args.output:
+        args.output.write_text(json.dumps(verdict, indent=1) + "\n")
+    return 0 if verdict["met"] else 1
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="verb", required=True)
@@ -428,8 +486,14 @@ def main(argv=None) -> int:
     e.add_argument("--min-points", type=int, default=24)
     e.add_argument("--output", type=Path, default=None)
     e.add_argument("--no-write", action="store_true")
+    a = sub.add_parser("accept", help="judge a recipe tune run against the grid of the same session")
+    a.add_argument("grid", type=Path, help="grid_<host>.json of the same session")
+    a.add_argument("tune", type=Path, help="the tune run's results.json")
+    a.add_argument("--policy", required=True)
+    a.add_argument("--tune-wall", type=float, required=True, help="the tune command's wall seconds")
+    a.add_argument("--output", type=Path, default=None)
     args = ap.parse_args(argv)
-    return {"measure": measure, "merge": merge, "evaluate": evaluate}[args.verb](args)
+    return {"measure": measure, "merge": merge, "evaluate": evaluate, "accept": accept}[args.verb](args)
 
 
 if __name__ == "__main__":

@@ -91,3 +91,36 @@ def test_grid_keeps_the_global_batch(grid):
     shards = [grid.shard(configs, f"{i}/4") for i in range(4)]
     assert sorted(grid.key(c) for s in shards for c in s) == sorted(map(grid.key, configs))
     assert "indivisible" in grid.configs(["ref-1b"], ["ddp"], [3], "2xH100", 64, 0, 2)[0]
+
+
+def _grid_point(backend, micro, sps, wall=40.0, status="ok"):
+    return {
+        "policy": "ref-1b",
+        "backend": backend,
+        "micro_batch_size": micro,
+        "gradient_accumulation_steps": 64 // (micro * 2),
+        "samples_per_s": sps,
+        "wall_s": wall,
+        "status": status,
+    }
+
+
+@pytest.mark.parametrize(
+    ("pick", "tune_wall", "ooms", "met"),
+    [
+        (("zero2", 16), 200.0, 0, True),  # 96% of the best, 200 s of the grid's 800 s, no OOM
+        (("zero2", 8), 200.0, 0, False),  # 50% of the best
+        (("zero2", 16), 201.0, 0, False),  # just over a quarter of the grid's wall time
+        (("zero2", 16), 100.0, 2, False),  # two out-of-memory runs of one backend
+    ],
+)
+def test_a_tune_run_is_judged_against_the_grid(grid, pick, tune_wall, ooms, met):
+    points = [_grid_point("ddp", 16, 100.0, 200.0), _grid_point("zero2", 16, 96.0, 200.0)]
+    points += [_grid_point("zero2", 8, 50.0, 100.0)] + [_grid_point("fsdp", m, 10.0, 100.0) for m in (1, 2, 4)]
+    tune = {
+        "winner": {"backend": pick[0], "micro_batch_size": pick[1], "gradient_accumulation_steps": 64 // (pick[1] * 2)},
+        "candidates": [{"backend": "ddp", "status": "oom"} for _ in range(ooms)],
+    }
+    verdict = grid.judge_tune({"points": points}, tune, tune_wall, "ref-1b")
+    assert verdict["met"] is met
+    assert verdict["grid_best"]["backend"] == "ddp" and verdict["grid_wall_s"] == 800.0
