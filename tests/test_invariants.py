@@ -201,6 +201,11 @@ CASES = {
     "process-count": ("act/ddp/8xA100", ["launch.num_processes=4"], ["launch.num_processes=8"]),
     "cpu-ddp-launcher": ("tiny/ddp/cpu", ["launch.launcher=accelerate"], ["launch.launcher=torchrun"]),
     "torchrun-deepspeed": ("tiny/zero2/cpu", ["launch.launcher=torchrun"], ["launch.launcher=accelerate"]),
+    "slurm-one-task-per-node": (
+        "pi07/zero2/2x8xH100",
+        ["launch.launcher=slurm", "launch.slurm.extra=['--exclusive', '--ntasks-per-node=8']"],
+        ["launch.launcher=slurm", "launch.slurm.extra=['--exclusive']", "launch.slurm.ntasks_per_node=1"],
+    ),
     "opentau-launcher": ("pi07/fsdp/8xA100", ["launch.launcher=torchrun"], ["launch.launcher=accelerate"]),
     "lerobot-parallelism-launcher": (
         "act/fsdp/2xH100",

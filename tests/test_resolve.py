@@ -237,7 +237,7 @@ def test_multi_node_launch_and_slurm(tmp_path):
     assert (
         "#SBATCH --nodes=2" in sbatch and "#SBATCH --gpus-per-node=8" in sbatch and "#SBATCH --partition=gpu" in sbatch
     )
-    assert "srun --ntasks-per-node=1" in sbatch and "bash ./launch.sh" in sbatch
+    assert "srun --nodes=2 --ntasks-per-node=1 " in sbatch and "bash ./launch.sh" in sbatch
     assert (
         json.loads((out / "deepspeed.json").read_text())["train_batch_size"] == 2 * 16
     )  # micro 2 (untuned) x 16 ranks

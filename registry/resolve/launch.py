@@ -74,7 +74,8 @@ def script(doc: dict, inv: Invocation) -> str:
     python = trainer_python(recipe)
     if python:
         lines.append(f'export PATH={shlex.quote(os.path.dirname(python))}:"$PATH"  # the trainer\'s environment')
-    if nodes(recipe) > 1:
+    count = nodes(recipe)
+    if count > 1:
         ip = launch.get("main_process_ip") or "127.0.0.1"
         lines += [
             "# one launcher per node: MACHINE_RANK, MAIN_PROCESS_IP and MAIN_PROCESS_PORT come from the environment",
@@ -82,6 +83,7 @@ def script(doc: dict, inv: Invocation) -> str:
             f'MAIN_PROCESS_IP="${{MAIN_PROCESS_IP:-{ip}}}"',
             f'MAIN_PROCESS_PORT="${{MAIN_PROCESS_PORT:-{launch.main_process_port}}}"',
             'case "$MACHINE_RANK" in ""|*[!0-9]*) echo "launch.sh: MACHINE_RANK must be a number" >&2; exit 2;; esac',
+            f'[ "$MACHINE_RANK" -lt {count} ] || {{ echo "launch.sh: MACHINE_RANK must be below {count} (nodes)" >&2; exit 2; }}',
             'case "$MAIN_PROCESS_IP" in ""|*[!A-Za-z0-9.:-]*) echo "launch.sh: MAIN_PROCESS_IP must be a host name or address" >&2; exit 2;; esac',
             'case "$MAIN_PROCESS_PORT" in ""|*[!0-9]*) echo "launch.sh: MAIN_PROCESS_PORT must be a number" >&2; exit 2;; esac',
         ]
@@ -104,28 +106,57 @@ def script(doc: dict, inv: Invocation) -> str:
     return "\n".join(lines) + "\n"
 
 
+# launch.slurm keys -> #SBATCH options, in the order they are written
+DIRECTIVES = (
+    ("cpus_per_task", "cpus-per-task"),
+    ("mem", "mem"),
+    ("time", "time"),
+    ("partition", "partition"),
+    ("account", "account"),
+    ("qos", "qos"),
+    ("constraint", "constraint"),
+)
+
+
 def sbatch(doc) -> str:
+    """One srun task per node: accelerate or torchrun in launch.sh starts that node's workers, so a
+    second task on a node would start them all again (docs/failure-modes.md §42)."""
     recipe = view.of(doc)
     hardware, slurm = recipe.hardware, recipe.launch.slurm
     name = recipe.recipe.name.replace("/", "-")
+    count = nodes(recipe)
     lines = [
         "#!/usr/bin/env bash",
         f"#SBATCH --job-name={shlex.quote(name)}",
-        f"#SBATCH --nodes={nodes(recipe)}",
+        f"#SBATCH --nodes={count}",
         "#SBATCH --ntasks-per-node=1",
     ]
     if hardware.gpus_per_node:
         lines.append(f"#SBATCH --gpus-per-node={hardware.gpus_per_node}")
-    for key in ("partition", "account", "qos", "time"):
-        if getattr(slurm, key):
-            lines.append(f"#SBATCH --{key}={slurm[key]}")
+    for key, option in DIRECTIVES:
+        if slurm.get(key) is not None:
+            lines.append(f"#SBATCH --{option}={shlex.quote(str(slurm[key]))}")
     lines += [f"#SBATCH {line}" for line in slurm.extra or ()]
+    # srun no longer takes --cpus-per-task from the job (Slurm 22.05), so it is given again
+    cpus = f" --cpus-per-task={slurm.cpus_per_task}" if slurm.get("cpus_per_task") else ""
     lines += [
         "set -euo pipefail",
-        'cd "${SLURM_SUBMIT_DIR:-$(dirname "$0")}"',
-        'export MAIN_PROCESS_IP="${MAIN_PROCESS_IP:-$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)}"',
-        f'export MAIN_PROCESS_PORT="${{MAIN_PROCESS_PORT:-{recipe.launch.main_process_port}}}"',
-        "# one launcher per node; launch.sh takes its rank from SLURM_NODEID",
-        f"srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash ./{SCRIPT}",
+        "# sbatch runs a spooled copy of this file: the run folder is the submitted file's (Slurm's",
+        "# Command=), else this file's own or the folder sbatch was called from; the one with launch.sh",
+        'submitted="$(scontrol show job "${SLURM_JOB_ID:-}" 2>/dev/null | sed -n \'s/^ *Command=//p\' | head -n 1)" || true',
+        'run_dir=""',
+        'for dir in "${submitted:+$(dirname "$submitted")}" "$(dirname "$0")" "${SLURM_SUBMIT_DIR:-}"; do',
+        '  if [ -n "$dir" ] && [ -f "$dir/launch.sh" ]; then run_dir="$dir"; break; fi',
+        "done",
+        f'[ -n "$run_dir" ] || {{ echo {shlex.quote(f"{SBATCH}: no {SCRIPT} beside the submitted file or in the submit folder")} >&2; exit 2; }}',
+        'cd "$run_dir"',
+        "# the rendezvous is the allocation's first node, on the recipe's port; each node's rank is its",
+        "# SLURM_NODEID: a MACHINE_RANK or MAIN_PROCESS_IP exported at submission would reach every node",
+        "unset MACHINE_RANK",
+        'MAIN_PROCESS_IP="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)" || true',
+        f'[ -n "$MAIN_PROCESS_IP" ] || {{ echo {shlex.quote(f"{SBATCH}: no host in SLURM_JOB_NODELIST (submit it with sbatch)")} >&2; exit 2; }}',
+        "export MAIN_PROCESS_IP",
+        f"export MAIN_PROCESS_PORT={recipe.launch.main_process_port}",
+        f"srun --nodes={count} --ntasks-per-node=1{cpus} --kill-on-bad-exit=1 bash ./{SCRIPT}",
     ]
     return "\n".join(lines) + "\n"

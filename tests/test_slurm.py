@@ -1,0 +1,329 @@
+"""Slurm (docs/failure-modes.md §42): slurm.sbatch's directives, parsed back, equal the hardware part
+and launch.slurm; slurm.sbatch and launch.sh pass `bash -n`; and run under stub `srun` and
+`scontrol`, the sbatch starts exactly one launcher per node, ranks 0..N-1, rendezvous at the
+allocation's first host. Cells are sampled: one per policy x backend, at 1, 2 and 4 nodes."""
+
+import os
+import shlex
+import stat
+import subprocess
+import sys
+
+import pytest
+from conftest import bundled_matrix, run_cli
+
+from registry.compose import compose
+from registry.resolve import resolve
+from registry.validate import validate
+
+MULTI_NODE = {2: "2x8xH100", 4: "4x8xH100"}
+SLURM = {
+    "partition": "gpu",
+    "account": "robots",
+    "qos": "high",
+    "time": "2-00:00:00",
+    "cpus_per_task": 96,
+    "mem": "500G",
+    "constraint": "h100&ib",
+}
+EXTRA = ["--exclusive", "--signal=USR1@90"]
+OPTION = {"cpus_per_task": "--cpus-per-task"}  # the other keys are their option's name
+
+
+@pytest.fixture(autouse=True)
+def no_git_in_the_lock(monkeypatch):
+    """recipe.lock.yaml's source commits take a git call per input (3/4 of a resolve) and are
+    test_resolve's to check, not these tests'."""
+    monkeypatch.setattr(sys.modules["registry.resolve.lock"], "source_commits", lambda paths: {})
+
+
+def sampled_cells() -> list[str]:
+    """One valid one-node GPU cell of each policy x backend (every backend, every trainer), its
+    hardware taken in turn from those valid for the pair: 1 to 8 GPUs per node."""
+    options: dict[tuple[str, str], list[str]] = {}
+    for name, cell in sorted(bundled_matrix().items()):
+        hardware = cell.recipe.data["hardware"] if cell.report.exit_code == 0 else {}
+        if hardware.get("gpu") and hardware["nodes"] == 1:
+            options.setdefault(tuple(name.split("/")[:2]), []).append(name)
+    return [names[i % len(names)] for i, names in enumerate(options.values())]
+
+
+CELLS = sampled_cells()
+
+
+def slurm_overrides(index: int) -> list[str]:
+    """Every other cell sets every launch.slurm field, the rest none (nothing is written then)."""
+    if index % 2:
+        return ["launch.launcher=slurm"]
+    fields = ", ".join(f"{k}: {v!r}" if isinstance(v, str) else f"{k}: {v}" for k, v in SLURM.items())
+    return ["launch.launcher=slurm", f"launch.slurm={{{fields}, extra: {EXTRA!r}}}"]
+
+
+def composed(cell: str, count: int, index: int):
+    overrides = slurm_overrides(index) + ([f"hardware={MULTI_NODE[count]}"] if count > 1 else [])
+    recipe = compose(cell, overrides)
+    errors = [p.render() for p in validate(recipe.data, recipe.origins) if p.is_error]
+    return recipe, errors
+
+
+def directives(sbatch: str) -> dict[str, list[str]]:
+    """#SBATCH options as sbatch reads them: option -> values, in order."""
+    found: dict[str, list[str]] = {}
+    for line in sbatch.splitlines():
+        if line.startswith("#SBATCH "):
+            for arg in shlex.split(line[len("#SBATCH ") :]):
+                key, _, value = arg.partition("=")
+                found.setdefault(key, []).append(value)
+    return found
+
+
+def directive_problems(sbatch: str, doc: dict) -> list[str]:
+    """Where the sbatch disagrees with the recipe it came from."""
+    hardware, slurm = doc["hardware"], doc["launch"].get("slurm") or {}
+    want = {"--nodes": [str(hardware["nodes"])], "--ntasks-per-node": ["1"]}
+    if hardware["gpus_per_node"]:
+        want["--gpus-per-node"] = [str(hardware["gpus_per_node"])]
+    for key, value in slurm.items():
+        if key != "extra" and value is not None:
+            want[OPTION.get(key, f"--{key}")] = [str(value)]
+    for line in slurm.get("extra") or ():
+        key, _, value = line.partition("=")
+        want.setdefault(key, []).append(value)
+    got = {k: v for k, v in directives(sbatch).items() if k != "--job-name"}
+    problems = [f"{k}: sbatch {got.get(k)} != recipe {v}" for k, v in want.items() if got.get(k) != v]
+    problems += [f"{k}: {v} not asked for" for k, v in got.items() if k not in want]
+    srun = [line for line in sbatch.splitlines() if line.startswith("srun ")]
+    expected = f"srun --nodes={hardware['nodes']} --ntasks-per-node=1"
+    if len(srun) != 1 or not srun[0].startswith(expected):
+        problems.append(f"srun line {srun} does not start with {expected!r}")
+    return problems
+
+
+def bash_n(path) -> str:
+    out = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+    return out.stderr if out.returncode else ""
+
+
+# --- stub executables ------------------------------------------------------------------------
+SRUN = r"""#!/usr/bin/env bash
+# srun in an allocation: the command once per task, SLURM_NODEID 0..N-1; counts default to the job's
+nodes="${SLURM_JOB_NUM_NODES:-1}"; per_node="${SLURM_NTASKS_PER_NODE:-1}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --nodes=*) nodes="${1#*=}";;
+    --ntasks-per-node=*) per_node="${1#*=}";;
+    -*) ;;
+    *) break;;
+  esac
+  shift
+done
+pids=()
+for ((node = 0; node < nodes; node++)); do
+  for ((task = 0; task < per_node; task++)); do
+    SLURM_NODEID=$node SLURM_LOCALID=$task SLURM_PROCID=$((node * per_node + task)) "$@" &
+    pids+=($!)
+  done
+done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+exit "$status"
+"""
+SCONTROL = r"""#!/usr/bin/env bash
+# scontrol: the job's hosts (a comma list here), and the job's submitted script
+case "$1 $2" in
+  "show hostnames") tr ',' '\n' <<< "${3:-$SLURM_JOB_NODELIST}";;
+  "show job") echo "   Command=$STUB_SUBMITTED";;
+  *) exit 1;;
+esac
+"""
+LAUNCHER = r"""#!/usr/bin/env bash
+# accelerate, torchrun or opentau-train: records its node, the rank and rendezvous host it was given
+rank=""; ip=""; config=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --node-rank|--node_rank|--machine_rank) rank="$2"; shift;;
+    --node-rank=*|--node_rank=*|--machine_rank=*) rank="${1#*=}";;
+    --master-addr|--master_addr|--main_process_ip) ip="$2"; shift;;
+    --master-addr=*|--master_addr=*|--main_process_ip=*) ip="${1#*=}";;
+    --config_file|--config-file) config="$2"; shift;;
+    --config_file=*|--config-file=*|--accelerate-config=*) config="${1#*=}";;
+  esac
+  shift
+done
+if [ -n "$config" ]; then
+  [ -n "$rank" ] || rank="$(sed -n 's/^machine_rank: *//p' "$config")"
+  [ -n "$ip" ] || ip="$(sed -n 's/^main_process_ip: *//p' "$config")"
+fi
+echo "$(basename "$0") ${SLURM_NODEID:--} ${rank:--} ${ip:--}" > "$RECORD_DIR/launch.$$"
+"""
+
+
+@pytest.fixture(scope="module")
+def stubs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("stubs")
+    for name, text in [("srun", SRUN), ("scontrol", SCONTROL)] + [
+        (name, LAUNCHER) for name in ("accelerate", "torchrun", "opentau-train")
+    ]:
+        (folder / name).write_text(text)
+        (folder / name).chmod(0o755 | stat.S_IXUSR)
+    return folder
+
+
+def submit(tmp_path, stubs, files: dict[str, str], count: int) -> list[list[str]]:
+    """Runs slurm.sbatch as sbatch would: a spooled copy, started in the folder it was submitted
+    from, with the job's variables (read from its directives); returns one record per launcher."""
+    run, spool, records = tmp_path / "run", tmp_path / "spool", tmp_path / "records"
+    for folder in (run, spool, records):
+        folder.mkdir()
+    for name, text in files.items():
+        (run / name).write_text(text)
+    (spool / "slurm_script").write_text(files["slurm.sbatch"])
+    found = directives(files["slurm.sbatch"])
+    env = {
+        "PATH": f"{stubs}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "RECORD_DIR": str(records),
+        "STUB_SUBMITTED": str(run / "slurm.sbatch"),
+        "SLURM_JOB_ID": "42",
+        "SLURM_SUBMIT_DIR": str(tmp_path),
+        "SLURM_JOB_NUM_NODES": found["--nodes"][-1],
+        "SLURM_NTASKS_PER_NODE": found["--ntasks-per-node"][-1],
+        "SLURM_JOB_NODELIST": ",".join(f"gpu-{i:03d}" for i in range(count)),
+        # left over in the submitting shell: must reach no node
+        "MACHINE_RANK": "0",
+        "MAIN_PROCESS_IP": "stale.example",
+    }
+    out = subprocess.run(
+        ["bash", "spool/slurm_script"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 0, out.stderr
+    return sorted(p.read_text().split() for p in records.iterdir())
+
+
+def launch_problems(records: list[list[str]], count: int, program: str) -> list[str]:
+    """One launcher per node, node i given rank i, all meeting at the first host."""
+    problems = []
+    nodes = sorted(int(r[1]) for r in records)
+    if nodes != list(range(count)):
+        problems.append(f"launchers started on nodes {nodes}, not once on each of {count}")
+    for name, node, rank, ip in records:
+        if name != program:
+            problems.append(f"{name} started, not {program}")
+        if count > 1 and (rank, ip) != (node, "gpu-000"):
+            problems.append(f"node {node}: rank {rank} at {ip}, not rank {node} at gpu-000")
+        if count == 1 and rank not in ("0", "-"):
+            problems.append(f"one node given rank {rank}")
+    return problems
+
+
+# --- tests -----------------------------------------------------------------------------------
+def test_sample_covers_every_backend_and_trainer():
+    matrix = bundled_matrix()
+    backends = {name.split("/")[1] for name in CELLS}
+    assert backends == {name.split("/")[1] for name in matrix}
+    assert {matrix[c].recipe.data["trainer"]["kind"] for c in CELLS} >= {"builtin", "lerobot", "opentau"}
+
+
+@pytest.mark.parametrize("count", [1, 2, 4])
+def test_directives_equal_the_hardware_part_and_scripts_parse(tmp_path, count):
+    backends = set()
+    for index, cell in enumerate(CELLS):
+        recipe, errors = composed(cell, count, index)
+        if errors:  # a swap the rules refuse is no cell to launch (it must stay rare)
+            continue
+        backends.add(cell.split("/")[1])
+        doc = recipe.data
+        assert doc["hardware"]["nodes"] == count
+        files = resolve(recipe).files
+        assert directive_problems(files["slurm.sbatch"], doc) == [], cell
+        for name in ("slurm.sbatch", "launch.sh"):
+            (tmp_path / name).write_text(files[name])
+            assert bash_n(tmp_path / name) == "", (cell, name)
+    assert backends == {c.split("/")[1] for c in CELLS}
+
+
+def test_a_wrong_directive_fails_the_check():
+    recipe, errors = composed("pi07/zero2/8xH100", 2, 0)
+    assert not errors
+    sbatch = resolve(recipe).files["slurm.sbatch"]
+    assert directive_problems(sbatch, recipe.data) == []
+    broken = sbatch.replace("--gpus-per-node=8", "--gpus-per-node=4")
+    assert directive_problems(broken, recipe.data) == ["--gpus-per-node: sbatch ['4'] != recipe ['8']"]
+    two = sbatch.replace("srun --nodes=2 --ntasks-per-node=1", "srun --nodes=2 --ntasks-per-node=8")
+    assert directive_problems(two, recipe.data)
+    assert directive_problems(sbatch, {**recipe.data, "hardware": {**recipe.data["hardware"], "nodes": 4}})
+
+
+def stub_sample() -> list[tuple[str, int]]:
+    """Each backend and each trainer once per node count, from a different policy at each."""
+    matrix, picked = bundled_matrix(), []
+    for k, count in enumerate((1, 2, 4)):
+        start = len(CELLS) * k // 3
+        backends, trainers = set(), set()
+        for cell in CELLS[start:] + CELLS[:start]:
+            backend, trainer = cell.split("/")[1], matrix[cell].recipe.data["trainer"]["kind"]
+            if backend not in backends or trainer not in trainers:
+                backends.add(backend)
+                trainers.add(trainer)
+                picked.append((cell, count))
+    return picked
+
+
+@pytest.mark.parametrize("cell,count", stub_sample())
+def test_sbatch_starts_one_launcher_per_node(tmp_path, stubs, cell, count):
+    recipe, errors = composed(cell, count, CELLS.index(cell))
+    if errors:
+        pytest.skip(f"{cell} on {count} nodes is refused: {errors[0]}")
+    bundle = resolve(recipe)
+    records = submit(tmp_path, stubs, bundle.files, count)
+    assert launch_problems(records, count, os.path.basename(bundle.program)) == []
+
+
+def test_two_tasks_per_node_fail_the_check(tmp_path, stubs):
+    """The published failure: srun starting the launcher once per GPU (here twice per node)."""
+    recipe, _ = composed("act/ddp/8xH100", 2, 1)
+    bundle = resolve(recipe)
+    files = dict(bundle.files)
+    files["slurm.sbatch"] = files["slurm.sbatch"].replace("--ntasks-per-node=1", "--ntasks-per-node=2")
+    problems = launch_problems(submit(tmp_path, stubs, files, 2), 2, "accelerate")
+    assert problems == ["launchers started on nodes [0, 0, 1, 1], not once on each of 2"]
+
+
+def test_sbatch_outside_an_allocation_says_so(tmp_path, stubs):
+    recipe, _ = composed("act/ddp/8xH100", 2, 1)
+    (tmp_path / "run").mkdir()
+    for name, text in resolve(recipe).files.items():
+        (tmp_path / "run" / name).write_text(text)
+    env = {"PATH": f"{stubs}:/usr/bin:/bin", "HOME": str(tmp_path), "SLURM_JOB_NODELIST": ""}
+    out = subprocess.run(["bash", "run/slurm.sbatch"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+        "slurm.sbatch: no host in SLURM_JOB_NODELIST (submit it with sbatch)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "override,rule",
+    [
+        ("launch.slurm.extra=['--ntasks-per-node=8']", "slurm-one-task-per-node"),
+        ("launch.slurm.extra=['--exclusive', '-n 16']", "slurm-one-task-per-node"),
+        ("launch.slurm.ntasks_per_node=8", "slurm-one-task-per-node"),
+        ('launch.slurm.partition="gpu\\n#SBATCH --nodes=9"', "pattern"),
+        ('launch.slurm.time="1:00\\n"', "pattern"),
+        ('launch.slurm.constraint="h100\\n"', "pattern"),
+        ('launch.slurm.extra=["--exclusive\\n--nodes=9"]', "pattern"),
+        ("launch.slurm.mem=500GB", "pattern"),
+        ("launch.slurm.cpus_per_task=0", "range"),
+    ],
+)
+def test_bad_slurm_fields_are_one_clear_line(override, rule):
+    recipe = compose("pi07/zero2/2x8xH100", ["launch.launcher=slurm", override])
+    errors = [p.render() for p in validate(recipe.data, recipe.origins) if p.is_error]
+    assert len(errors) == 1 and f"error[{rule}]" in errors[0] and "\n" not in errors[0], errors
+
+
+def test_readme_example(tmp_path):
+    """README's cluster example resolves (the CLI, as a user types it)."""
+    r = run_cli("resolve", "pi07/zero2/2x8xH100", "launch.launcher=slurm", "-o", "run", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    sbatch = (tmp_path / "run" / "slurm.sbatch").read_text()
+    assert directive_problems(sbatch, compose("pi07/zero2/2x8xH100").data) == []
