@@ -75,7 +75,7 @@ def untracked() -> set[str] | None:
     try:
         out = subprocess.run(
             ["git", "status", "--porcelain", "-z", "--untracked-files=all", "--ignored", "--", "."]
-            + [":(exclude).venv", ":(exclude).venv-opentau"],
+            + [":(exclude).venv", ":(exclude).venv-opentau", ":(exclude).venv-skypilot"],
             cwd=ROOT,
             env=USER_ENV,
             capture_output=True,

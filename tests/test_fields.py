@@ -89,7 +89,7 @@ def test_the_builtin_trainer_reads_what_it_declares(tmp_path):
     assert not undeclared, f"read by the built-in trainer but not declared: {undeclared}"
 
 
-CANDIDATES = (True, False, 7, 3, 0.5, "x", [96, 96], ["x"], {"x": 1}, None)
+CANDIDATES = (True, False, 7, 3, 0.5, "x", "8Gi", [96, 96], ["x"], {"x": 1}, None)  # "8Gi": a quantity pattern
 CELLS = {
     "builtin": "tiny/ddp/cpu",
     "opentau": "pi07/zero2/8xA100",

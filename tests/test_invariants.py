@@ -201,6 +201,12 @@ CASES = {
     "process-count": ("act/ddp/8xA100", ["launch.num_processes=4"], ["launch.num_processes=8"]),
     "cpu-ddp-launcher": ("tiny/ddp/cpu", ["launch.launcher=accelerate"], ["launch.launcher=torchrun"]),
     "torchrun-deepspeed": ("tiny/zero2/cpu", ["launch.launcher=torchrun"], ["launch.launcher=accelerate"]),
+    "kubernetes-image": (
+        "pi07/zero2/2x8xH100",
+        ["launch.launcher=kubernetes"],
+        ["launch.launcher=kubernetes", "launch.image=ghcr.io/team/train:1"],
+    ),
+    "kubernetes-not-applicable": ("tiny/ddp/cpu", ["launch.image=ghcr.io/team/train:1"], []),
     "slurm-one-task-per-node": (
         "pi07/zero2/2x8xH100",
         ["launch.launcher=slurm", "launch.slurm.extra=['--exclusive', '--ntasks-per-node=8']"],

@@ -5,6 +5,8 @@ deepspeed.json     DeepSpeed backends
 <trainer config>   train_config.json | opentau.json (LeRobot and command take flags)
 launch.sh          the exact argv and environment
 slurm.sbatch       when launch.launcher is slurm
+sky.yaml           when launch.launcher is skypilot (a SkyPilot task)
+kubernetes.yaml    when launch.launcher is kubernetes (a Kubeflow PyTorchJob)
 recipe.lock.yaml   the resolved recipe, input and output hashes, tool version
 """
 
@@ -18,7 +20,7 @@ import yaml
 from registry import view
 from registry.compose import Recipe
 from registry.errors import Exit, RecipeError
-from registry.resolve import launch
+from registry.resolve import kubernetes, launch, skypilot
 from registry.resolve.accelerate import DEEPSPEED_JSON, accelerate_config
 from registry.resolve.deepspeed import deepspeed_config
 from registry.resolve.lock import LOCK, lock
@@ -54,8 +56,13 @@ def resolve(recipe: Recipe) -> Bundle:
             raise RecipeError(f"trainer file {name} clashes with a generated file", Exit.INVALID)
     files.update(inv.files)
     files[launch.SCRIPT] = launch.script(doc, inv)
-    if view.of(doc).launch.launcher == "slurm":
+    engine = view.of(doc).launch
+    if engine.launcher == "slurm":
         files[launch.SBATCH] = launch.sbatch(doc)
+    if engine.launcher == "skypilot":
+        files[skypilot.TASK] = skypilot.task(doc)
+    if engine.launcher == "kubernetes":
+        files[kubernetes.MANIFEST] = kubernetes.manifest(doc, engine.image)
     files[LOCK] = lock(recipe, files)
     return Bundle(
         files,

@@ -124,6 +124,17 @@ def run(
     if dry_run:
         show(bundle)
         return Exit.OK
+    engine = view.of(recipe.data).launch.launcher
+    if engine in ("kubernetes", "skypilot"):  # the cluster runs it, not this host
+        if resume is not None:
+            raise RecipeError(
+                f"--resume drives runs on this host, not {engine} jobs (hint: submit the run folder again)"
+            )
+        return (
+            _submit_kubernetes(recipe, bundle, output_dir)
+            if engine == "kubernetes"
+            else _submit_sky(recipe, bundle, output_dir)
+        )
     why = machine.mismatch(recipe.data, machine.gpus())
     if why and not allow_mismatch:
         raise RecipeError(
@@ -175,6 +186,49 @@ def run(
     if code in (128 + signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGHUP):
         _stopped(recipe, overrides, folder, code)
     return code
+
+
+def _submit_kubernetes(recipe: Recipe, bundle: Bundle, output_dir: str | None) -> int:
+    """Write the run folder, then hand it to the cluster: the folder as the ConfigMap the pods
+    mount, then the PyTorchJob (docs/failure-modes.md §43)."""
+    import subprocess
+
+    from registry.resolve import kubernetes
+
+    if shutil.which("kubectl") is None:
+        raise RecipeError(f"kubectl not found on PATH (hint: {kubernetes.KUBECTL_HINT})", Exit.NOT_FOUND)
+    folder = fresh_run_dir(recipe, output_dir)
+    write_bundle(bundle, folder)
+    print(f"recipe: {recipe.name} in {folder}, submitted to Kubernetes", file=sys.stderr)
+    files = subprocess.run(kubernetes.configmap_argv(recipe.data, str(folder)), capture_output=True, text=True)
+    steps = [(files, "the ConfigMap")]
+    if files.returncode == 0:
+        steps.append((subprocess.run(["kubectl", "apply", "-f", "-"], input=files.stdout, text=True), "the ConfigMap"))
+    if all(r.returncode == 0 for r, _ in steps):
+        steps.append((subprocess.run(kubernetes.apply_argv(str(folder / kubernetes.MANIFEST))), "the job"))
+    for result, what in steps:
+        if result.returncode:
+            said = (result.stderr or "").strip().splitlines()[-1:] if result.stderr else []
+            raise RecipeError(
+                f"kubectl could not make {what} (exit {result.returncode}{': ' + said[0] if said else ''});"
+                f" the files are in {folder}"
+            )
+    print(f"recipe: follow it with: kubectl logs -f {kubernetes.job_name(recipe.data)}-master-0", file=sys.stderr)
+    return Exit.OK
+
+
+def _submit_sky(recipe: Recipe, bundle: Bundle, output_dir: str | None) -> int:
+    """Write the run folder and `sky launch` its task from there: SkyPilot syncs the folder to
+    every node as the workdir (`workdir: .`)."""
+    import subprocess
+
+    from registry.resolve import skypilot
+
+    argv = skypilot.launch_argv()  # one line with the install command when sky is missing
+    folder = fresh_run_dir(recipe, output_dir)
+    write_bundle(bundle, folder)
+    print(f"recipe: {recipe.name} in {folder}, launched with SkyPilot", file=sys.stderr)
+    return subprocess.run(argv, cwd=folder).returncode
 
 
 def _finished(recipe: Recipe, plan: resume_.Plan) -> int:
