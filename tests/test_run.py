@@ -88,34 +88,33 @@ def test_run_passes_argv_env_output_and_exit_code(tmp_path, standin):
     assert again.returncode == 2 and "not empty" in again.stderr  # a run directory is never reused
 
 
-def test_ctrl_c_stops_every_rank(tmp_path, standin):
-    env, out = standin
+def started_standin(tmp_path, env, out, output) -> subprocess.Popen:
+    """`recipe run` of the stand-in trainer, sleeping in a child of its own, once it has started."""
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "registry",
-            "run",
-            "pi07/zero2/8xA100",
-            "--allow-hardware-mismatch",
-            "--output-dir",
-            str(tmp_path / "run"),
-        ],
+        [sys.executable, "-m", "registry", "run", "pi07/zero2/8xA100", "--allow-hardware-mismatch"]
+        + ["--output-dir", str(tmp_path / "run")],
         cwd=ROOT,
         env={**os.environ, **env, "STANDIN_SLEEP": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stdout=output,
+        stderr=output,
     )
     deadline = time.time() + 30
     while not (out / "started").exists() and time.time() < deadline:
         time.sleep(0.05)
-    assert (out / "started").exists(), proc.stderr.read() if proc.poll() is not None else "stand-in never started"
+    said = proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
+    assert (out / "started").exists(), said or "stand-in never started"
+    return proc
+
+
+def test_ctrl_c_stops_every_rank(tmp_path, standin):
+    env, out = standin
+    proc = started_standin(tmp_path, env, out, subprocess.PIPE)
     child = int((out / "child").read_text())
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=30) == 130
     assert (out / "signal").read_text().strip() == "terminated"  # the launcher got SIGTERM
     for _ in range(100):  # and its own children are gone too
-        if not os.path.exists(f"/proc/{child}") or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z":
+        if not alive(child):
             break
         time.sleep(0.05)
     else:
@@ -457,18 +456,7 @@ def test_ranks_die_with_their_launcher(tmp_path, standin, sig):
     """The terminal closes (SIGHUP) or `recipe run` is killed outright (SIGKILL): within 5 s no
     process of the launch is left."""
     env, out = standin
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "registry", "run", "pi07/zero2/8xA100", "--allow-hardware-mismatch"]
-        + ["--output-dir", str(tmp_path / "run")],
-        cwd=ROOT,
-        env={**os.environ, **env, "STANDIN_SLEEP": "1"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 30
-    while not (out / "started").exists() and time.time() < deadline:
-        time.sleep(0.05)
-    assert (out / "started").exists(), "stand-in never started"
+    proc = started_standin(tmp_path, env, out, subprocess.DEVNULL)
     child = int((out / "child").read_text())
     proc.send_signal(sig)
     proc.wait(timeout=30)

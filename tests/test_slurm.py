@@ -11,6 +11,7 @@ import sys
 
 import pytest
 from conftest import bundled_matrix, run_cli
+from stubs import write_launchers
 
 from registry.compose import compose
 from registry.resolve import resolve
@@ -136,34 +137,12 @@ case "$1 $2" in
   *) exit 1;;
 esac
 """
-LAUNCHER = r"""#!/usr/bin/env bash
-# accelerate, torchrun or opentau-train: records its node, the rank and rendezvous host it was given
-rank=""; ip=""; config=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --node-rank|--node_rank|--machine_rank) rank="$2"; shift;;
-    --node-rank=*|--node_rank=*|--machine_rank=*) rank="${1#*=}";;
-    --master-addr|--master_addr|--main_process_ip) ip="$2"; shift;;
-    --master-addr=*|--master_addr=*|--main_process_ip=*) ip="${1#*=}";;
-    --config_file|--config-file) config="$2"; shift;;
-    --config_file=*|--config-file=*|--accelerate-config=*) config="${1#*=}";;
-  esac
-  shift
-done
-if [ -n "$config" ]; then
-  [ -n "$rank" ] || rank="$(sed -n 's/^machine_rank: *//p' "$config")"
-  [ -n "$ip" ] || ip="$(sed -n 's/^main_process_ip: *//p' "$config")"
-fi
-echo "$(basename "$0") ${SLURM_NODEID:--} ${rank:--} ${ip:--}" > "$RECORD_DIR/launch.$$"
-"""
 
 
 @pytest.fixture(scope="module")
 def stubs(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("stubs")
-    for name, text in [("srun", SRUN), ("scontrol", SCONTROL)] + [
-        (name, LAUNCHER) for name in ("accelerate", "torchrun", "opentau-train")
-    ]:
+    folder = write_launchers(tmp_path_factory.mktemp("stubs"))
+    for name, text in [("srun", SRUN), ("scontrol", SCONTROL)]:
         (folder / name).write_text(text)
         (folder / name).chmod(0o755 | stat.S_IXUSR)
     return folder
@@ -197,7 +176,7 @@ def submit(tmp_path, stubs, files: dict[str, str], count: int) -> list[list[str]
         ["bash", "spool/slurm_script"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30
     )
     assert out.returncode == 0, out.stderr
-    return sorted(p.read_text().split() for p in records.iterdir())
+    return sorted(p.read_text().split()[:4] for p in records.iterdir())  # NAME NODE RANK HOST
 
 
 def launch_problems(records: list[list[str]], count: int, program: str) -> list[str]:
