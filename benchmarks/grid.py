@@ -171,6 +171,7 @@ def run_one(config: dict, port: int, gpus: str | None, phase_timing: bool) -> di
     from registry.compose import compose
     from registry.resolve import resolve
     from registry.run import fresh_run_dir, launch_env, supervise, write_bundle
+    from registry.train import LAUNCHED_AT
     from registry.validate import validate
 
     point = dict(config)
@@ -187,13 +188,20 @@ def run_one(config: dict, port: int, gpus: str | None, phase_timing: bool) -> di
     env = launch_env(bundle)
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpus
+    launched = time.time()
+    env[LAUNCHED_AT] = repr(launched)
     started = time.perf_counter()
     code = supervise([(["bash", "launch.sh"], env)], folder, echo=False)
     point["wall_s"] = round(time.perf_counter() - started, 2)
+    ended = time.time()
     point["run_dir"] = str(folder)
     metrics = folder / "metrics.jsonl"
     records = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
     measured = summary(records)
+    if records and "startup_s" in records[0]:
+        point["startup_s"] = records[0]["startup_s"]
+    if records and "time" in records[-1]:  # from the trainer's end to the last process's exit
+        point["exit_s"] = round(ended - records[-1]["time"], 3)
     if code or not measured:
         status = failure(folder / "launch.log") if code else "failed"
         return {**point, "status": status, "exit_code": code, **measured}

@@ -212,6 +212,16 @@ CASES = {
         ["launch.launcher=slurm", "launch.slurm.extra=['--exclusive', '--ntasks-per-node=8']"],
         ["launch.launcher=slurm", "launch.slurm.extra=['--exclusive']", "launch.slurm.ntasks_per_node=1"],
     ),
+    "engine-counts": (
+        "pi07/zero2/2x8xH100",
+        ["launch.launcher=slurm", "launch.slurm.extra=['--exclusive', '--nodes=3']"],
+        ["launch.launcher=slurm", "launch.slurm.extra=['--exclusive']"],
+    ),
+    "trainer-env-on-cluster": (
+        "act/ddp/2xH100",
+        ["launch.launcher=skypilot", "trainer.env=/opt/lerobot"],
+        ["launch.launcher=slurm", "trainer.env=/opt/lerobot"],
+    ),
     "opentau-launcher": ("pi07/fsdp/8xA100", ["launch.launcher=torchrun"], ["launch.launcher=accelerate"]),
     "lerobot-parallelism-launcher": (
         "act/fsdp/2xH100",

@@ -156,6 +156,28 @@ def test_machine_mismatch_rules():
     assert "H100" in mismatch(doc, [GPU("NVIDIA H100 80GB HBM3", 81559)] * 8)
     assert "MiB" in mismatch(doc, [GPU("NVIDIA A100-SXM4-40GB", 40960)] * 8)
     assert mismatch(compose("tiny/ddp/cpu").data, []) is None
+    # 2 nodes x 1 GPU on a loopback rendezvous: this host plays both nodes, so it needs 2 GPUs
+    two_nodes = compose("ref-100m/ddp/2x1xH100").data
+    assert mismatch(two_nodes, [GPU("NVIDIA H100 80GB HBM3", 81559)] * 2) is None
+    assert "needs 2 GPUs (2 nodes on this host)" in mismatch(two_nodes, [GPU("NVIDIA H100 80GB HBM3", 81559)])
+
+
+@pytest.mark.parametrize(
+    ("visible", "expected"), [(None, ["0", "1"]), ("2,3", ["2", "3"]), ("GPU-a,GPU-b", ["GPU-a", "GPU-b"])]
+)
+def test_each_local_node_gets_its_own_gpus(visible, expected):
+    """One launcher per node on a loopback rendezvous, each with the GPUs a node of its own would
+    have: else both nodes' local rank 0 takes the same device (benchmarks/multinode.py ran it)."""
+    from registry.compose import compose
+    from registry.run import _local_nodes
+
+    env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+    nodes = _local_nodes(compose("ref-100m/zero2/2x1xH100").data, env)
+    assert [n["MACHINE_RANK"] for n in nodes] == ["0", "1"]
+    assert [n["CUDA_VISIBLE_DEVICES"] for n in nodes] == expected
+    cpu = _local_nodes(compose("tiny/ddp/2x1").data, {})
+    assert [n.get("CUDA_VISIBLE_DEVICES") for n in cpu] == [None, None]
+    assert _local_nodes(compose("ref-100m/zero2/2xH100").data, env) == [env]
 
 
 # --- the trainer's own environment (trainer.env) ------------------------------------------------

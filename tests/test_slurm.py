@@ -14,6 +14,7 @@ from conftest import bundled_matrix, run_cli
 from stubs import write_launchers
 
 from registry.compose import compose
+from registry.errors import RecipeError
 from registry.resolve import resolve
 from registry.validate import validate
 
@@ -307,3 +308,95 @@ def test_readme_example(tmp_path):
     assert r.returncode == 0, r.stderr
     sbatch = (tmp_path / "run" / "slurm.sbatch").read_text()
     assert directive_problems(sbatch, compose("pi07/zero2/2x8xH100").data) == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--nodes=3"], "asks for 3 nodes and the hardware part has 2"),
+        (["-N 4"], "asks for 4 nodes"),
+        (["--gpus-per-node=4"], "asks for 4 GPUs per node and the hardware part has 8"),
+        (["--gres=gpu:h100:4"], "asks for 4 GPUs per node"),
+        (["-G 8"], "asks for 8 GPUs in all and the hardware part has 16"),
+    ],
+)
+def test_counts_set_again_in_extra_lines_are_refused(extra, said):
+    """The engine file read back (registry/validate/engines.py) must ask for the hardware part's
+    nodes and GPUs, which launch.sh and the accelerate yaml start ranks for (§44)."""
+    recipe = compose("pi07/zero2/2x8xH100", ["launch.launcher=slurm", f"launch.slurm.extra={extra!r}"])
+    errors = [p for p in validate(recipe.data, recipe.origins) if p.is_error]
+    assert [p.rule for p in errors] == ["engine-counts"] and said in errors[0].message, errors
+    assert errors[0].path == "launch.slurm"
+
+
+def test_engine_files_read_back_agree_for_every_sampled_cell():
+    from registry.validate import engines
+
+    checked = 0
+    for cell in CELLS:
+        for count in (1, 2, 4):
+            for engine in ("slurm", "skypilot", "kubernetes"):
+                sets = [f"launch.launcher={engine}"] + (
+                    ["launch.image=ghcr.io/t/x:1"] if engine == "kubernetes" else []
+                )
+                doc = compose(cell, sets + ([f"hardware={MULTI_NODE[count]}"] if count > 1 else [])).data
+                assert engines.disagreements(doc) == [], (cell, count, engine)
+                try:
+                    counts = engines.engine_file(doc)[2]
+                except RecipeError:  # a GPU SkyPilot has no name for: the resolve says so
+                    continue
+                hardware = doc["hardware"]
+                assert counts["nodes"] == str(count), (cell, count, engine, counts)
+                assert counts["gpus_per_node"] == str(hardware["gpus_per_node"]), (cell, count, engine, counts)
+                checked += 1
+    assert checked >= 3 * len(CELLS) * 2
+
+
+def test_recipe_run_submits_with_sbatch_from_the_run_folder(tmp_path):
+    """`recipe run` with launcher slurm writes the run folder and sbatches slurm.sbatch from there
+    (Slurm's output lands in the folder); no sbatch is one line, exit 127, nothing written."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(
+        '#!/usr/bin/env bash\necho "$PWD $*" > "$SBATCH_LOG"\necho "Submitted batch job 7"\n'
+    )
+    (bin_dir / "sbatch").chmod(0o755)
+    log, run_dir = tmp_path / "sbatch.log", tmp_path / "run"
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "SBATCH_LOG": str(log)}
+    args = ["run", "pi07/zero2/2x8xH100", "launch.launcher=slurm"]
+    r = run_cli(*args, "--output-dir", str(run_dir), env=env)
+    assert r.returncode == 0 and "Submitted batch job 7" in r.stdout, r.stderr
+    assert log.read_text().split() == [str(run_dir.resolve()), "slurm.sbatch"]
+    assert (run_dir / "launch.sh").is_file() and (run_dir / "slurm.sbatch").is_file()
+    bare = run_cli(*args, "--output-dir", str(tmp_path / "run2"), env={"PATH": os.path.dirname(sys.executable)})
+    assert bare.returncode == 127 and "sbatch not found on PATH" in bare.stderr
+    assert not (tmp_path / "run2").exists()
+
+
+def test_recipe_run_of_a_multi_node_recipe_without_an_engine_is_refused(tmp_path):
+    """Without an engine `recipe run` starts this host only, and the rendezvous would wait for the
+    others: one line, exit 1, nothing written (§44). A MACHINE_RANK in the environment means the
+    user starts every node."""
+    r = run_cli("run", "pi07/zero2/2x8xH100", "--allow-hardware-mismatch", "--output-dir", str(tmp_path / "run"))
+    assert r.returncode == 1 and "2 nodes, and with launch.launcher auto" in r.stderr, r.stderr
+    assert "launch.launcher=slurm, skypilot or kubernetes" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "run").exists()
+    manual = run_cli(
+        "run", "pi07/zero2/2x8xH100", "--dry-run", env={"MACHINE_RANK": "1", "MAIN_PROCESS_IP": "10.0.0.1"}
+    )
+    assert manual.returncode == 0, manual.stderr
+
+
+def test_a_broken_engine_file_reads_back_broken():
+    """The read-back can fail: a sky.yaml or PyTorchJob edited to other counts shows them."""
+    from registry.resolve import kubernetes, skypilot
+    from registry.validate import engines
+
+    doc = compose("pi07/zero2/2x8xH100").data
+    sky = skypilot.task(doc)
+    assert engines.sky_counts(sky) == {"nodes": "2", "gpus_per_node": "8"}
+    broken = engines.sky_counts(sky.replace("num_nodes: 2", "num_nodes: 3").replace("H100:8", "H100:4"))
+    assert broken == {"nodes": "3", "gpus_per_node": "4"}
+    job = kubernetes.manifest(doc, "ghcr.io/t/x:1")
+    assert engines.kubernetes_counts(job) == {"nodes": "2", "gpus_per_node": "8", "processes_per_node": "8"}
+    assert engines.kubernetes_counts(job.replace("replicas: 1\n", "replicas: 2\n"))["nodes"] == "4"

@@ -113,6 +113,11 @@ def test_two_real_ranks(runs, backend):
     whole, _, _ = runs[backend].result()
     start = records(whole)[0]
     assert start["event"] == "start" and start["world_size"] == 2 and len(start["ranks"]) == 2
+    # where the start-up went (recipe tune and benchmarks/grid.py pay it once per launch)
+    stages = start["startup_s"]
+    assert list(stages) == ["launcher", "interpreter", "imports", "accelerator", "model", "prepare"]
+    assert all(0 <= v < 120 for v in stages.values()) and stages["imports"] > 0.1, stages
+    assert records(whole)[-1]["event"] == "end" and records(whole)[-1]["time"] > 0
     assert start["distributed_type"] == ("MULTI_CPU" if backend == "ddp" else "DEEPSPEED")
     first, second = (set(r["first_batch"]) for r in start["ranks"])
     assert first and second and not first & second  # each rank trains on its own samples

@@ -128,6 +128,19 @@ def test_successive_halving_keeps_the_leaders_and_picks_the_best():
     assert tune.ranking(search.points)[0] is best and best.rung == 1
 
 
+def test_candidates_far_behind_are_not_measured_again():
+    """More than 1 - CLOSE behind the rung's best: no walk-down, no longer run (each launch costs
+    its start-up); a clear winner at rung 0 ends the search there."""
+    rates = {("ddp", 8): 100.0, ("ddp", 4): 80.0, ("zero2", 8): 85.0, ("zero2", 4): 80.0, ("zero3", 8): 50.0}
+    rates[("zero3", 4)] = 40.0
+    fake = Fake(rates, [])
+    search = Search(points(rates), warmup=0, steps=1)
+    best = search.run(fake)
+    assert best.candidate == Candidate("ddp", 8, 4)
+    assert fake.runs == [("ddp", 8, 1), ("zero2", 8, 1), ("zero3", 8, 1), ("ddp", 4, 1)]
+    assert search.rungs == [(0, 1)]
+
+
 def test_the_walk_down_goes_on_while_it_gets_faster():
     rates = {("ddp", 8): 50.0, ("ddp", 4): 60.0, ("ddp", 2): 70.0, ("ddp", 1): 65.0}
     fake = Fake(rates, [])

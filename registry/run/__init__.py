@@ -20,7 +20,7 @@ from registry.run import environment, machine
 from registry.run import resume as resume_
 from registry.run.supervise import hold, supervise
 from registry.topology import nodes
-from registry.train import RESUME, TERMINAL
+from registry.train import LAUNCHED_AT, RESUME, TERMINAL
 from registry.validate import validate
 
 
@@ -125,16 +125,13 @@ def run(
         show(bundle)
         return Exit.OK
     engine = view.of(recipe.data).launch.launcher
-    if engine in ("kubernetes", "skypilot"):  # the cluster runs it, not this host
+    if engine in SUBMIT:  # the cluster runs it, not this host
         if resume is not None:
             raise RecipeError(
                 f"--resume drives runs on this host, not {engine} jobs (hint: submit the run folder again)"
             )
-        return (
-            _submit_kubernetes(recipe, bundle, output_dir)
-            if engine == "kubernetes"
-            else _submit_sky(recipe, bundle, output_dir)
-        )
+        return SUBMIT[engine](recipe, bundle, output_dir)
+    _this_host_starts_every_node(recipe)
     why = machine.mismatch(recipe.data, machine.gpus())
     if why and not allow_mismatch:
         raise RecipeError(
@@ -180,6 +177,7 @@ def run(
         log = hold(folder)
         write_bundle(bundle, folder)
         print(f"recipe: {recipe.name} in {folder}", file=sys.stderr)
+    env[LAUNCHED_AT] = repr(time.time())  # the trainer's start-up timeline counts the launcher's share from here
     if sys.stdout.isatty():  # the ranks write into a pipe; rank 0 draws its bar for our terminal
         env[TERMINAL] = str(shutil.get_terminal_size().columns)
     code = supervise([(command, node_env) for node_env in _local_nodes(recipe.data, env)], folder, log=log)
@@ -217,6 +215,25 @@ def _submit_kubernetes(recipe: Recipe, bundle: Bundle, output_dir: str | None) -
     return Exit.OK
 
 
+def _submit_slurm(recipe: Recipe, bundle: Bundle, output_dir: str | None) -> int:
+    """Write the run folder and sbatch slurm.sbatch from there: the job finds launch.sh beside the
+    submitted file, and Slurm writes its output (slurm-JOBID.out) into the folder."""
+    import subprocess
+
+    from registry.resolve import launch
+
+    if shutil.which("sbatch") is None:
+        raise RecipeError(
+            "sbatch not found on PATH (hint: run this on the cluster's login node, or resolve there with"
+            f" recipe resolve {shlex.quote(recipe.name)} launch.launcher=slurm -o DIR and sbatch DIR/{launch.SBATCH})",
+            Exit.NOT_FOUND,
+        )
+    folder = fresh_run_dir(recipe, output_dir)
+    write_bundle(bundle, folder)
+    print(f"recipe: {recipe.name} in {folder}, submitted to Slurm", file=sys.stderr)
+    return subprocess.run(["sbatch", launch.SBATCH], cwd=folder).returncode
+
+
 def _submit_sky(recipe: Recipe, bundle: Bundle, output_dir: str | None) -> int:
     """Write the run folder and `sky launch` its task from there: SkyPilot syncs the folder to
     every node as the workdir (`workdir: .`)."""
@@ -229,6 +246,30 @@ def _submit_sky(recipe: Recipe, bundle: Bundle, output_dir: str | None) -> int:
     write_bundle(bundle, folder)
     print(f"recipe: {recipe.name} in {folder}, launched with SkyPilot", file=sys.stderr)
     return subprocess.run(argv, cwd=folder).returncode
+
+
+SUBMIT = {"slurm": _submit_slurm, "skypilot": _submit_sky, "kubernetes": _submit_kubernetes}
+
+
+def _this_host_starts_every_node(recipe: Recipe) -> None:
+    """A multi-node recipe without an engine: `recipe run` starts this host's launcher only, and
+    its rendezvous would wait for nodes nobody starts (docs/failure-modes.md §44). Runs on
+    loopback play every node here; a MACHINE_RANK (or SLURM_NODEID) in the environment means the
+    user starts each node's `recipe run` themselves."""
+    count = nodes(recipe.data)
+    if count == 1 or machine.nodes_here(recipe.data) == count:
+        return
+    if os.environ.get("MACHINE_RANK") or os.environ.get("SLURM_NODEID"):
+        return
+    launcher = view.of(recipe.data).launch.launcher
+    raise RecipeError(
+        f"{recipe.name}: {count} nodes, and with launch.launcher {launcher} recipe run starts this host's"
+        f" processes only: the rendezvous would wait for the other {count - 1} node(s)"
+        " (hint: launch.launcher=slurm, skypilot or kubernetes to have the cluster start every node;"
+        " launch.main_process_ip=127.0.0.1 to play every node on this host; or set MACHINE_RANK and"
+        " MAIN_PROCESS_IP and run it on each node yourself)",
+        Exit.INVALID,
+    )
 
 
 def _finished(recipe: Recipe, plan: resume_.Plan) -> int:
@@ -259,8 +300,19 @@ def _stopped(recipe: Recipe, overrides: list[str], folder: Path, code: int) -> N
 
 def _local_nodes(doc: dict, env: dict[str, str]) -> list[dict[str, str]]:
     """One launcher, or one per node when every node is this host (hardware.nodes > 1 with a
-    loopback rendezvous): multi-node without a cluster."""
-    count, ip = nodes(doc), view.of(doc).launch.main_process_ip
-    if count == 1 or ip not in ("127.0.0.1", "localhost"):
+    loopback rendezvous): multi-node without a cluster. Each node launcher gets its own GPUs, as
+    a node of a cluster would (else every node's local rank 0 takes the same device)."""
+    count = machine.nodes_here(doc)
+    if count == 1:
         return [env]
-    return [{**env, "MACHINE_RANK": str(rank)} for rank in range(count)]
+    per = view.of(doc).hardware.gpus_per_node
+    visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if per and "CUDA_VISIBLE_DEVICES" not in env:
+        visible = [str(i) for i in range(count * per)]
+    launchers = []
+    for rank in range(count):
+        node = {**env, "MACHINE_RANK": str(rank)}
+        if per:
+            node["CUDA_VISIBLE_DEVICES"] = ",".join(visible[rank * per : (rank + 1) * per])
+        launchers.append(node)
+    return launchers

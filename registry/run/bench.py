@@ -26,7 +26,7 @@ from registry.names import looks_like_file, parse
 from registry.resolve import resolve
 from registry.run import fresh_run_dir, launch_env, machine, supervise, write_bundle
 from registry.sharing import sources
-from registry.train import PHASES
+from registry.train import LAUNCHED_AT, PHASES
 from registry.validate import ROOT, validate
 
 MEASURING = [
@@ -52,6 +52,8 @@ class Outcome:
     world_size: int = 0
     run_dir: Path | None = None
     doc: dict | None = None
+    launch_wall_s: float = 0.0  # the whole launch, from launch.sh to the last rank's exit
+    startup_s: dict[str, float] = field(default_factory=dict)  # rank 0's start-up by stage (registry/train/loop.py)
 
 
 def summarize(records: list[dict], warmup: int) -> dict:
@@ -102,7 +104,11 @@ def bench_one(
     bundle = resolve(recipe)
     folder = fresh_run_dir(recipe, None, base=base)
     write_bundle(bundle, folder)
-    code = supervise([(["bash", "launch.sh"], launch_env(bundle))], folder, echo=echo)
+    env = launch_env(bundle)
+    env[LAUNCHED_AT] = repr(time.time())
+    began = time.perf_counter()
+    code = supervise([(["bash", "launch.sh"], env)], folder, echo=echo)
+    wall = time.perf_counter() - began
     if code:
         return Outcome(name, skipped=f"failed with exit code {code} (see {folder / 'launch.log'})", run_dir=folder)
     records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
@@ -114,6 +120,8 @@ def bench_one(
         world_size=world,
         micro_batch_size=int(recipe.data["train"]["micro_batch_size"]),
         gradient_accumulation_steps=int(recipe.data["train"]["gradient_accumulation_steps"]),
+        launch_wall_s=wall,
+        startup_s=records[0].get("startup_s", {}),
         **summarize(records, warmup),
     )
 

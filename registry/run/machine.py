@@ -7,6 +7,9 @@ import subprocess
 from dataclasses import dataclass
 
 from registry import view
+from registry.topology import nodes
+
+LOOPBACK = ("127.0.0.1", "localhost")
 
 
 @dataclass(frozen=True)
@@ -39,17 +42,26 @@ def gpus() -> list[GPU]:
     return found
 
 
+def nodes_here(doc) -> int:
+    """How many of the recipe's nodes this host plays: every one when the rendezvous is loopback
+    (multi-node without a cluster, one launcher per node), else one."""
+    count = nodes(doc)
+    return count if count > 1 and view.of(doc).launch.main_process_ip in LOOPBACK else 1
+
+
 def mismatch(doc, host: list[GPU]) -> str | None:
     """Why this host cannot run the recipe's hardware part, or None."""
     hardware = view.of(doc).hardware
     gpu = hardware.gpu
     if gpu is None:
         return None  # CPU recipes run anywhere
-    need, name = hardware.gpus_per_node, gpu.name or "GPU"  # a GPU written out in full may be unnamed
+    here = nodes_here(doc)
+    need, name = hardware.gpus_per_node * here, gpu.name or "GPU"  # a GPU written out in full may be unnamed
+    per = f" ({here} nodes on this host)" if here > 1 else " per node"
     if not host:
-        return f"the recipe needs {need} x {name} per node and this host has no GPU (nvidia-smi found none)"
+        return f"the recipe needs {need} x {name}{per} and this host has no GPU (nvidia-smi found none)"
     if len(host) < need:
-        return f"the recipe needs {need} GPUs per node and this host has {len(host)}"
+        return f"the recipe needs {need} GPUs{per} and this host has {len(host)}"
     family = (gpu.name or "").split("-")[0].upper()
     wrong = [g.name for g in host[:need] if family and family not in g.name.upper()]
     if wrong:

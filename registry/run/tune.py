@@ -32,6 +32,9 @@ from registry.validate import validate
 
 LIMIT = 0.95  # of the GPU's memory: a candidate predicted above it is pruned before it runs
 ETA = 3  # successive halving keeps the best 1/ETA of each rung for the next
+# ... of those within CLOSE of the rung's best: each launch pays ~25-40 s of start-up on a GPU host
+# (benchmarks/README.md), so measuring a candidate 10% behind again costs more than it can win
+CLOSE = 0.9
 OOM_MARKERS = ("out of memory", "OutOfMemoryError")
 
 MEASURED, PRUNED, OOM, FAILED, NOT_RUN = "measured", "pruned", "oom", "failed", "not run"
@@ -234,9 +237,10 @@ class Interrupted(Exception):
 @dataclass
 class Search:
     """Rung 0 measures each backend (each line: a backend, with or without added checkpointing) at
-    its largest micro batch predicted to fit, then walks the leading 1/ETA of them down to smaller
-    micro batches while that gets faster. Each later rung runs the best 1/ETA of the previous one
-    ETA times longer, until one is left. `warmup` and `steps` are rung 0's."""
+    its largest micro batch predicted to fit, then walks the leading 1/ETA of them (within CLOSE
+    of the best) down to smaller micro batches while that gets faster. Each later rung runs the
+    best 1/ETA of the previous one (within CLOSE) ETA times longer, until one is left. `warmup`
+    and `steps` are rung 0's."""
 
     points: list[Point]
     warmup: int
@@ -295,7 +299,8 @@ class Search:
                     heads[name] = p
                     break
         ranked = sorted(heads, key=lambda n: -heads[n].samples_per_s)
-        leaders = ranked[: math.ceil(len(ranked) / ETA)]
+        top = heads[ranked[0]].samples_per_s if ranked else 0.0
+        leaders = [n for n in ranked[: math.ceil(len(ranked) / ETA)] if heads[n].samples_per_s >= CLOSE * top]
         for name in leaders:  # walk down while smaller micro batches get faster
             best = heads[name]
             for p in lines[name]:
@@ -360,9 +365,13 @@ class _Spent(Exception):
 
 
 def survivors(points: list[Point], rung: int) -> list[Point]:
-    """The best 1/ETA (at least one) of those measured at `rung`."""
+    """The best 1/ETA (at least one) of those measured at `rung`, less any more than 1 - CLOSE
+    behind the best."""
     measured = sorted((p for p in points if p.status == MEASURED and p.rung == rung), key=lambda p: -p.samples_per_s)
-    return measured[: max(1, math.ceil(len(measured) / ETA))] if measured else []
+    if not measured:
+        return []
+    top = measured[0].samples_per_s
+    return [p for p in measured[: max(1, math.ceil(len(measured) / ETA))] if p.samples_per_s >= CLOSE * top]
 
 
 def prune_after_oom(points: list[Point], oom: Point, capacity_gib: float | None) -> None:

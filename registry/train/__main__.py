@@ -1,5 +1,8 @@
 import sys
+import time
 
-from registry.train.loop import main
+entered = time.time()  # before torch: the start-up timeline in metrics.jsonl counts imports from here
 
-sys.exit(main(sys.argv[1:]))
+from registry.train.loop import main  # noqa: E402
+
+sys.exit(main(sys.argv[1:], entered=entered))

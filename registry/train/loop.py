@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from registry import view
-from registry.train import CRASH_AFTER, PHASES, RESUME, checkpoint
+from registry.train import CRASH_AFTER, LAUNCHED_AT, PHASES, RESUME, checkpoint
 from registry.train.data import Synthetic, indices
-from registry.train.metrics import Log, Phases
+from registry.train.metrics import Log, Phases, process_started
 from registry.train.policy import build
 
 
@@ -100,9 +100,12 @@ class Session:
     step: int = 0
 
 
-def start(doc: dict, run_dir: Path) -> Session:
-    """Build the accelerator, policy, optimizer and schedule; resume if asked; log the start."""
+def start(doc: dict, run_dir: Path, entered: float | None = None) -> Session:
+    """Build the accelerator, policy, optimizer and schedule; resume if asked; log the start with
+    where the start-up time went (recipe tune and benchmarks/grid.py pay it once per candidate)."""
+    clock = Startup(entered)
     accelerator = make_accelerator(doc)
+    clock.mark("accelerator")
     recipe = view.of(doc)
     train_cfg = recipe.train
     torch.manual_seed(train_cfg.seed)
@@ -114,9 +117,11 @@ def start(doc: dict, run_dir: Path) -> Session:
             sample = data.batch(torch.arange(1))
             model(sample["images"].cpu(), sample["state"].cpu())
     param_numel = sum(p.numel() for p in model.parameters())
+    clock.mark("model")
     optimizer = make_optimizer(model, train_cfg.optimizer)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule(doc))
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    clock.mark("prepare")
 
     deepspeed_half = accelerator.distributed_type.value == "DEEPSPEED" and accelerator.mixed_precision in (
         "bf16",
@@ -155,9 +160,34 @@ def start(doc: dict, run_dir: Path) -> Session:
             "mixed_precision": accelerator.mixed_precision,
             "param_numel": param_numel,
             "ranks": _gather_objects(info, world),
+            "startup_s": clock.marks,
         }
     )
     return session
+
+
+class Startup:
+    """Seconds spent before the first step, by stage: `launcher` (from the launching command to
+    this process), `interpreter`, `imports` (torch, accelerate, the trainer), then each stage of
+    `start`. Rank 0's view; the launcher's share needs RECIPE_LAUNCHED_AT."""
+
+    def __init__(self, entered: float | None):
+        self.marks: dict[str, float] = {}
+        now = time.time()
+        began = process_started()
+        launched = os.environ.get(LAUNCHED_AT)
+        if launched and began is not None:
+            self.marks["launcher"] = round(max(0.0, began - float(launched)), 3)
+        if entered is not None:
+            if began is not None:
+                self.marks["interpreter"] = round(max(0.0, entered - began), 3)
+            self.marks["imports"] = round(now - entered, 3)
+        self._last = now
+
+    def mark(self, stage: str) -> None:
+        now = time.time()
+        self.marks[stage] = round(now - self._last, 3)
+        self._last = now
 
 
 def fit(s: Session, until: int) -> None:
@@ -235,13 +265,13 @@ def fit(s: Session, until: int) -> None:
 
 def finish(s: Session) -> None:
     probe(s.accelerator, s.model, s.data, s.run_dir / "checkpoints" / "last", s.input_dtype)
-    s.log.write({"event": "end", "step": s.step})
+    s.log.write({"event": "end", "step": s.step, "time": time.time()})  # launchers time the exit from here
     s.log.close()
     s.accelerator.end_training()
 
 
-def train(doc: dict, run_dir: Path) -> None:
-    session = start(doc, run_dir)
+def train(doc: dict, run_dir: Path, entered: float | None = None) -> None:
+    session = start(doc, run_dir, entered)
     fit(session, view.of(doc).train.steps)
     finish(session)
 
@@ -312,13 +342,13 @@ def _gather_objects(obj, world: int) -> list:
     return [obj]
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], entered: float | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m registry.train TRAIN_CONFIG.json", flush=True)
         return 2
     doc = json.loads(Path(argv[0]).read_text())
     try:
-        train(doc, Path.cwd())
+        train(doc, Path.cwd(), entered)
     except checkpoint.Unloadable as e:  # every rank meets it; `recipe run` shows identical lines once
         print(f"recipe: {e}", file=sys.stderr, flush=True)
         return 1

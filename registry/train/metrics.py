@@ -17,6 +17,16 @@ from registry.train import PHASES, TERMINAL
 GIB = 1024**3
 
 
+def process_started() -> float | None:
+    """This process's start as wall-clock epoch seconds, to 10 ms (Linux /proc; None elsewhere)."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+
+
 class Phases:
     """Wall time and, on a GPU, peak allocated memory per phase; synchronises the device at each
     boundary only when asked to. Peaks are read and reset at each boundary, so the run's overall

@@ -130,8 +130,19 @@ def wrap_classes_exist(recipe: Section, rule: dict) -> list[Finding]:
     return findings
 
 
+def engine_counts(recipe: Section, rule: dict) -> list[Finding]:
+    """The engine file's node and GPU counts, read back, are the hardware part's (registry/validate/engines.py)."""
+    from registry.validate import engines
+
+    return [
+        Finding(rule["severity"], tuple(split(field)), f"{what}: {rule['message']}")
+        for field, what in engines.disagreements(recipe)
+    ]
+
+
 CHECKS = {
     "memory-fit": memory_fit,
+    "engine-counts": engine_counts,
     "command-placeholders": command_placeholders,
     "not-applicable": not_applicable,
     "wrap-classes-exist": wrap_classes_exist,
