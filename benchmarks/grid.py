@@ -255,6 +255,12 @@ def versions() -> dict[str, str]:
     return installed()
 
 
+def relative(path: Path) -> str:
+    """A path as the repository names it, where it is inside the repository."""
+    full = path.resolve()
+    return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(path)
+
+
 def tag(gpus: str) -> str:
     """'8 x NVIDIA H100 80GB HBM3' -> '8xH100', for file names."""
     m = re.match(r"(\d+) x (.*)", gpus)
@@ -394,8 +400,8 @@ def evaluate(args) -> int:
         report = {
             "benchmark": "heldout",
             "date": time.strftime("%Y-%m-%d"),
-            "source": [str(p) for p in args.results],
-            "calibration": str(args.calibration),
+            "source": [relative(p) for p in args.results],
+            "calibration": relative(args.calibration),
             "hardware": host,
             "any_accumulation": args.any_accumulation,
             "left_out": left,

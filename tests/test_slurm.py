@@ -322,7 +322,7 @@ def test_readme_example(tmp_path):
 )
 def test_counts_set_again_in_extra_lines_are_refused(extra, said):
     """The engine file read back (registry/validate/engines.py) must ask for the hardware part's
-    nodes and GPUs, which launch.sh and the accelerate yaml start ranks for (§44)."""
+    nodes and GPUs, which launch.sh and the accelerate yaml start ranks for (docs/failure-modes.md §44)."""
     recipe = compose("pi07/zero2/2x8xH100", ["launch.launcher=slurm", f"launch.slurm.extra={extra!r}"])
     errors = [p for p in validate(recipe.data, recipe.origins) if p.is_error]
     assert [p.rule for p in errors] == ["engine-counts"] and said in errors[0].message, errors
@@ -375,7 +375,7 @@ def test_recipe_run_submits_with_sbatch_from_the_run_folder(tmp_path):
 
 def test_recipe_run_of_a_multi_node_recipe_without_an_engine_is_refused(tmp_path):
     """Without an engine `recipe run` starts this host only, and the rendezvous would wait for the
-    others: one line, exit 1, nothing written (§44). A MACHINE_RANK in the environment means the
+    others: one line, exit 1, nothing written (docs/failure-modes.md §44). A MACHINE_RANK in the environment means the
     user starts every node."""
     r = run_cli("run", "pi07/zero2/2x8xH100", "--allow-hardware-mismatch", "--output-dir", str(tmp_path / "run"))
     assert r.returncode == 1 and "2 nodes, and with launch.launcher auto" in r.stderr, r.stderr
