@@ -222,6 +222,30 @@ def test_directives_equal_the_hardware_part_and_scripts_parse(tmp_path, count):
     assert backends == {c.split("/")[1] for c in CELLS}
 
 
+def test_every_valid_cell_reads_back_its_own_counts():
+    """Every valid bundled one-node GPU cell at 1, 2 and 4 nodes: its sbatch's directives, parsed
+    back, are the hardware part's (the bash -n check above runs on the sample)."""
+    from registry.resolve import launch
+    from registry.validate import engines
+
+    matrix = bundled_matrix()
+    cells = [
+        name
+        for name, cell in matrix.items()
+        if cell.report.exit_code == 0
+        and cell.recipe.data["hardware"].get("gpu")
+        and cell.recipe.data["hardware"]["nodes"] == 1
+    ]
+    assert len(cells) > 100
+    for cell in cells:
+        for count in (1, 2, 4):
+            doc = compose(
+                cell, ["launch.launcher=slurm"] + ([f"hardware={MULTI_NODE[count]}"] if count > 1 else [])
+            ).data
+            assert directive_problems(launch.sbatch(doc), doc) == [], (cell, count)
+            assert engines.disagreements(doc) == [], (cell, count)
+
+
 def test_a_wrong_directive_fails_the_check():
     recipe, errors = composed("pi07/zero2/8xH100", 2, 0)
     assert not errors

@@ -141,6 +141,21 @@ def test_candidates_far_behind_are_not_measured_again():
     assert search.rungs == [(0, 1)]
 
 
+def test_a_tuned_file_keeps_its_own_backend(tmp_path):
+    """A file is extended as written, so tuned.yaml can only hold a candidate of the file's own
+    backend; the faster one of another backend is named, never written under the file's name."""
+    rates = {("ddp", 8): 100.0, ("zero2", 8): 80.0, ("zero2", 4): 70.0}
+    pts = points(rates)
+    best = Search(pts, warmup=0, steps=1).run(Fake(rates, []))
+    cell = tune.Target("tiny/cpu", "tiny", "cpu")
+    assert tune.overlay_pick(cell, best, pts) == (best, None)
+    file = tune.Target("my.yaml", "tiny", "cpu", "zero2", tmp_path / "my.yaml")
+    kept, note = tune.overlay_pick(file, best, pts)
+    assert kept.candidate == Candidate("zero2", 8, 4) and "fastest overall is ddp mb8x4" in note
+    outside = tune.Target("free.yaml", "", "", None, tmp_path / "free.yaml")
+    assert tune.overlay_pick(outside, best, pts)[0] is None
+
+
 def test_the_walk_down_goes_on_while_it_gets_faster():
     rates = {("ddp", 8): 50.0, ("ddp", 4): 60.0, ("ddp", 2): 70.0, ("ddp", 1): 65.0}
     fake = Fake(rates, [])

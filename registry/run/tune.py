@@ -660,13 +660,41 @@ def main(
     if best is None:
         print(f"recipe tune: nothing measured; see {folder / 'table.txt'}", file=sys.stderr)
         return 130 if search.interrupted else 1
-    overlay = write_overlay(folder, target, best, command, capacity, sets)
     print(
         f"best: {best.candidate.label}: {best.samples_per_s:.1f} samples/s"
         + (" (so far: interrupted)" if search.interrupted else "")
     )
-    print(f"recipe tune: wrote {folder}/: table.txt results.json plot.svg points.jsonl {overlay.name}", file=sys.stderr)
+    kept, note = overlay_pick(target, best, points)
+    if note:
+        print(f"recipe tune: {note}", file=sys.stderr)
+    written = write_overlay(folder, target, kept, command, capacity, sets).name if kept else ""
+    print(
+        f"recipe tune: wrote {folder}/: table.txt results.json plot.svg points.jsonl {written}".rstrip(),
+        file=sys.stderr,
+    )
     return 130 if search.interrupted else 0
+
+
+def overlay_pick(target: Target, best: Point, points: list[Point]) -> tuple[Point | None, str | None]:
+    """The candidate tuned.yaml can hold, and what to tell the user when it is not the best. A
+    recipe file is extended as written: no file can swap its backend part (swaps are command-line
+    overrides), so for a file only candidates of its own backend can be written."""
+    if target.file is None or best.candidate.backend == target.backend:
+        return best, None
+    own = [p for p in ranking(points) if p.status == MEASURED and p.candidate.backend == target.backend]
+    where = (
+        f"; for {best.candidate.backend}, point the file's extends at a {best.candidate.backend} cell and tune it again"
+    )
+    if not own:
+        return None, (
+            f"no tuned.yaml: the fastest is {best.candidate.label}, and {target.text} cannot be extended"
+            f" with another backend part{where}"
+        )
+    return own[0], (
+        f"tuned.yaml holds {own[0].candidate.label} ({own[0].samples_per_s:.1f} samples/s), the fastest of the"
+        f" file's own backend {target.backend}: the fastest overall is {best.candidate.label}"
+        f" ({best.samples_per_s:.1f} samples/s), and a file cannot be extended with another backend part{where}"
+    )
 
 
 def _output(target: Target, output_dir: str | None) -> Path:

@@ -12,6 +12,14 @@ import yaml
 
 from registry.topology import nodes, processes_per_node
 
+# libyaml where it is built: the manifest is read back at every validate of a kubernetes recipe
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _load(text: str):
+    return yaml.load(text, Loader=_LOADER) or {}  # a safe loader, C or Python
+
+
 # sbatch's spellings of the counts (`man sbatch`)
 NODE_OPTIONS = ("-N", "--nodes")
 TOTAL_GPU_OPTIONS = ("-G", "--gpus")
@@ -70,7 +78,7 @@ def slurm_counts(text: str) -> dict[str, str]:
 
 
 def sky_counts(text: str) -> dict[str, str]:
-    task = yaml.safe_load(text) or {}
+    task = _load(text)
     counts = {"nodes": str(task.get("num_nodes", 1))}
     accelerators = (task.get("resources") or {}).get("accelerators")
     if isinstance(accelerators, str):
@@ -79,7 +87,7 @@ def sky_counts(text: str) -> dict[str, str]:
 
 
 def kubernetes_counts(text: str) -> dict[str, str]:
-    job = yaml.safe_load(text) or {}
+    job = _load(text)
     specs = (job.get("spec") or {}).get("pytorchReplicaSpecs") or {}
     counts = {"nodes": str(sum(int(s.get("replicas", 1)) for s in specs.values()))}
     for spec in specs.values():
