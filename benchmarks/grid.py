@@ -170,7 +170,7 @@ def failure(log: Path) -> str:
 def run_one(config: dict, port: int, gpus: str | None, phase_timing: bool) -> dict:
     from registry.compose import compose
     from registry.resolve import resolve
-    from registry.run import fresh_run_dir, launch_env, supervise, write_bundle
+    from registry.run import fresh_run_dir, launch_env, local_nodes, supervise, write_bundle
     from registry.train import LAUNCHED_AT
     from registry.validate import validate
 
@@ -191,7 +191,7 @@ def run_one(config: dict, port: int, gpus: str | None, phase_timing: bool) -> di
     launched = time.time()
     env[LAUNCHED_AT] = repr(launched)
     started = time.perf_counter()
-    code = supervise([(["bash", "launch.sh"], env)], folder, echo=False)
+    code = supervise([(["bash", "launch.sh"], node) for node in local_nodes(recipe.data, env)], folder, echo=False)
     point["wall_s"] = round(time.perf_counter() - started, 2)
     ended = time.time()
     point["run_dir"] = str(folder)

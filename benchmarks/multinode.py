@@ -16,8 +16,9 @@ steps measures chaos, not correctness. The judged figure is the median over step
         -o benchmarks/results/multinode_2xH100.json
 
 Per backend it records each run's losses, world size, transport seen in NCCL's log and wall
-time. A backend passes when every run has world size 2, the loss falls, step 1 agrees within
-1e-3, and the 2-node median difference is at most 2 x the floor's median and at most 1%.
+time. A backend passes when every run has world size 2, the 2-node run's NCCL went over the network
+(NET/*), the loss falls, step 1 agrees within 1e-3, and the 2-node median difference is at most
+2 x the floor's median and at most 1%.
 `--judge FILE` judges a recorded result again, without running anything.
 """
 
@@ -27,6 +28,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,6 +43,7 @@ NETWORK = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_SOCKET_IFNAME
 
 def run(cell: str, swap: list[str], steps: int, port: int, out: Path, env: dict[str, str]) -> dict:
     folder = out / cell.replace("/", "_")  # --output-dir is the run folder itself
+    shutil.rmtree(folder, ignore_errors=True)  # a stale metrics.jsonl must not be judged
     command = [
         sys.executable,
         "-m",
@@ -86,6 +89,8 @@ def judge(backend: str, reference: dict, floor_run: dict, nodes: dict) -> dict:
     floor_median = statistics.median(floor) if floor else None
     passed = (
         all(r["exit_code"] == 0 and r["world_size"] == 2 for r in (reference, floor_run, nodes))
+        and any(t.startswith("NET/") for t in nodes["transports"])  # the nodes talked over the network
+        and len(nodes["losses"]) > 1
         and nodes["losses"][-1] < nodes["losses"][0]
         and median is not None
         and floor_median is not None
@@ -106,6 +111,11 @@ def judge(backend: str, reference: dict, floor_run: dict, nodes: dict) -> dict:
 
 def say(result: dict) -> None:
     nodes = result["runs"][2]
+    if result["median_rel_diff_2x1_vs_1x2"] is None or result["median_rel_diff_floor"] is None:
+        runs = zip(("1x2 reference", "1x2 floor", "2x1"), result["runs"])
+        failed = [f"{label} (exit {r['exit_code']})" for label, r in runs if not r["losses"]]
+        print(f"{result['backend']}: FAIL: no losses from {', '.join(failed)}", flush=True)
+        return
     print(
         f"{result['backend']}: 2 nodes x 1 GPU vs 1 x 2, median |loss ratio - 1| "
         f"{result['median_rel_diff_2x1_vs_1x2']:.4g} (floor {result['median_rel_diff_floor']:.4g}), step 1 "
@@ -127,6 +137,7 @@ def main() -> int:
     ap.add_argument("-o", "--output", type=Path)
     ap.add_argument("--judge", type=Path, help="judge a recorded result again (rewritten in place)")
     args = ap.parse_args()
+    args.workdir = ROOT / args.workdir  # the runs start in ROOT; relative paths are read from there too
     if args.judge:
         report = json.loads(args.judge.read_text())
         report["results"] = [judge(r["backend"], *r["runs"]) for r in report["results"]]

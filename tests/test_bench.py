@@ -128,3 +128,12 @@ def test_record_appends_results_with_provenance(recorded):
 def test_bench_refuses_bad_patterns():
     assert run_cli("bench", "tiny/*/nowhere").returncode == 2
     assert run_cli("bench", "tiny/*").returncode == 2
+
+
+def test_bench_starts_every_node_of_a_loopback_multi_node_recipe(tmp_path):
+    """2 nodes on this host: one launcher per node, as `recipe run` starts them (docs/failure-modes.md
+    §44); with one, node 0 would wait for node 1 until killed."""
+    args = ["bench", "tiny/ddp/2x1", "--steps", "1", "--warmup", "1", "train.micro_batch_size=2"]
+    r = run_cli(*args, cwd=tmp_path, timeout=240)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "tiny/ddp/2x1" in r.stdout and "failed" not in r.stdout + r.stderr

@@ -169,15 +169,18 @@ def test_each_local_node_gets_its_own_gpus(visible, expected):
     """One launcher per node on a loopback rendezvous, each with the GPUs a node of its own would
     have: else both nodes' local rank 0 takes the same device (benchmarks/multinode.py ran it)."""
     from registry.compose import compose
-    from registry.run import _local_nodes
+    from registry.errors import RecipeError
+    from registry.run import local_nodes
 
     env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
-    nodes = _local_nodes(compose("ref-100m/zero2/2x1xH100").data, env)
+    nodes = local_nodes(compose("ref-100m/zero2/2x1xH100").data, env)
     assert [n["MACHINE_RANK"] for n in nodes] == ["0", "1"]
     assert [n["CUDA_VISIBLE_DEVICES"] for n in nodes] == expected
-    cpu = _local_nodes(compose("tiny/ddp/2x1").data, {})
+    cpu = local_nodes(compose("tiny/ddp/2x1").data, {})
     assert [n.get("CUDA_VISIBLE_DEVICES") for n in cpu] == [None, None]
-    assert _local_nodes(compose("ref-100m/zero2/2xH100").data, env) == [env]
+    assert local_nodes(compose("ref-100m/zero2/2xH100").data, env) == [env]
+    with pytest.raises(RecipeError, match="need 2 GPUs, and CUDA_VISIBLE_DEVICES leaves 1"):
+        local_nodes(compose("ref-100m/zero2/2x1xH100").data, {"CUDA_VISIBLE_DEVICES": "3"})
 
 
 # --- the trainer's own environment (trainer.env) ------------------------------------------------

@@ -342,6 +342,8 @@ def test_readme_example(tmp_path):
         (["--gpus-per-node=4"], "asks for 4 GPUs per node and the hardware part has 8"),
         (["--gres=gpu:h100:4"], "asks for 4 GPUs per node"),
         (["-G 8"], "asks for 8 GPUs in all and the hardware part has 16"),
+        (["--exclusive --nodes=3"], "asks for 3 nodes"),  # several options on one line, a flag first
+        (["--exclusive -N 3 --requeue"], "asks for 3 nodes"),
     ],
 )
 def test_counts_set_again_in_extra_lines_are_refused(extra, said):
@@ -405,10 +407,18 @@ def test_recipe_run_of_a_multi_node_recipe_without_an_engine_is_refused(tmp_path
     assert r.returncode == 1 and "2 nodes, and with launch.launcher auto" in r.stderr, r.stderr
     assert "launch.launcher=slurm, skypilot or kubernetes" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "run").exists()
+    for env in ({"MACHINE_RANK": "1"}, {"SLURM_NODEID": "1"}):  # a rank, but the rendezvous is still this host
+        r = run_cli("run", "pi07/zero2/2x8xH100", "--output-dir", str(tmp_path / "run"), env=env)
+        assert r.returncode == 1 and "2 nodes, and with launch.launcher auto" in r.stderr, r.stderr
     manual = run_cli(
-        "run", "pi07/zero2/2x8xH100", "--dry-run", env={"MACHINE_RANK": "1", "MAIN_PROCESS_IP": "10.0.0.1"}
+        "run",
+        "pi07/zero2/2x8xH100",
+        "--output-dir",
+        str(tmp_path / "run"),
+        env={"MACHINE_RANK": "1", "MAIN_PROCESS_IP": "10.0.0.1"},
     )
-    assert manual.returncode == 0, manual.stderr
+    # past the multi-node check: this host's hardware is what stops it now
+    assert "2 nodes, and with" not in manual.stderr and "host" in manual.stderr, manual.stderr
 
 
 def test_a_broken_engine_file_reads_back_broken():

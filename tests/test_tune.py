@@ -141,6 +141,20 @@ def test_candidates_far_behind_are_not_measured_again():
     assert search.rungs == [(0, 1)]
 
 
+def test_only_close_leaders_walk_down():
+    """Of the leading third (2 of 4 lines), only those within CLOSE of the best walk down."""
+    heads = {"ddp": 100.0, "zero2": 85.0, "zero3": 80.0, "fsdp": 50.0}
+    rates = {(b, m): r * (1.0 if m == 8 else 0.5) for b, r in heads.items() for m in (8, 4)}
+    fake = Fake(rates, [])
+    Search(points(rates), warmup=0, steps=1).run(fake)
+    rung0 = [r[:2] for r in fake.runs if r[2] == 1]
+    assert rung0 == [("ddp", 8), ("zero2", 8), ("zero3", 8), ("fsdp", 8), ("ddp", 4)]  # not zero2 at 4
+    close = {"ddp": 100.0, "zero2": 95.0, "zero3": 80.0, "fsdp": 50.0}
+    fake = Fake({(b, m): r * (1.0 if m == 8 else 0.5) for b, r in close.items() for m in (8, 4)}, [])
+    Search(points(fake.rates), warmup=0, steps=1).run(fake)
+    assert [r[:2] for r in fake.runs if r[2] == 1][4:] == [("ddp", 4), ("zero2", 4)]
+
+
 def test_a_tuned_file_keeps_its_own_backend(tmp_path):
     """A file is extended as written, so tuned.yaml can only hold a candidate of the file's own
     backend; the faster one of another backend is named, never written under the file's name."""

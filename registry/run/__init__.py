@@ -180,7 +180,7 @@ def run(
     env[LAUNCHED_AT] = repr(time.time())  # the trainer's start-up timeline counts the launcher's share from here
     if sys.stdout.isatty():  # the ranks write into a pipe; rank 0 draws its bar for our terminal
         env[TERMINAL] = str(shutil.get_terminal_size().columns)
-    code = supervise([(command, node_env) for node_env in _local_nodes(recipe.data, env)], folder, log=log)
+    code = supervise([(command, node_env) for node_env in local_nodes(recipe.data, env)], folder, log=log)
     if code in (128 + signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGHUP):
         _stopped(recipe, overrides, folder, code)
     return code
@@ -224,8 +224,8 @@ def _submit_slurm(recipe: Recipe, bundle: Bundle, output_dir: str | None) -> int
 
     if shutil.which("sbatch") is None:
         raise RecipeError(
-            "sbatch not found on PATH (hint: run this on the cluster's login node, or resolve there with"
-            f" recipe resolve {shlex.quote(recipe.name)} launch.launcher=slurm -o DIR and sbatch DIR/{launch.SBATCH})",
+            "sbatch not found on PATH (hint: run this on the cluster's login node, or `recipe resolve` with"
+            f" the same arguments and -o DIR, copy DIR there and sbatch DIR/{launch.SBATCH})",
             Exit.NOT_FOUND,
         )
     folder = fresh_run_dir(recipe, output_dir)
@@ -254,20 +254,21 @@ SUBMIT = {"slurm": _submit_slurm, "skypilot": _submit_sky, "kubernetes": _submit
 def _this_host_starts_every_node(recipe: Recipe) -> None:
     """A multi-node recipe without an engine: `recipe run` starts this host's launcher only, and
     its rendezvous would wait for nodes nobody starts (docs/failure-modes.md §44). Runs on
-    loopback play every node here; a MACHINE_RANK (or SLURM_NODEID) in the environment means the
-    user starts each node's `recipe run` themselves."""
+    loopback play every node here; a rank (MACHINE_RANK or SLURM_NODEID) and a rendezvous host
+    (MAIN_PROCESS_IP) in the environment mean the user starts each node's `recipe run` themselves."""
     count = nodes(recipe.data)
     if count == 1 or machine.nodes_here(recipe.data) == count:
         return
-    if os.environ.get("MACHINE_RANK") or os.environ.get("SLURM_NODEID"):
+    rank = os.environ.get("MACHINE_RANK") or os.environ.get("SLURM_NODEID")
+    if rank and os.environ.get("MAIN_PROCESS_IP", "127.0.0.1") not in machine.LOOPBACK:
         return
     launcher = view.of(recipe.data).launch.launcher
     raise RecipeError(
         f"{recipe.name}: {count} nodes, and with launch.launcher {launcher} recipe run starts this host's"
         f" processes only: the rendezvous would wait for the other {count - 1} node(s)"
         " (hint: launch.launcher=slurm, skypilot or kubernetes to have the cluster start every node;"
-        " launch.main_process_ip=127.0.0.1 to play every node on this host; or set MACHINE_RANK and"
-        " MAIN_PROCESS_IP and run it on each node yourself)",
+        " launch.main_process_ip=127.0.0.1 to play every node on this host; or run it on each node"
+        " yourself with MACHINE_RANK and MAIN_PROCESS_IP, the first node's address, set)",
         Exit.INVALID,
     )
 
@@ -298,7 +299,7 @@ def _stopped(recipe: Recipe, overrides: list[str], folder: Path, code: int) -> N
         pass
 
 
-def _local_nodes(doc: dict, env: dict[str, str]) -> list[dict[str, str]]:
+def local_nodes(doc: dict, env: dict[str, str]) -> list[dict[str, str]]:
     """One launcher, or one per node when every node is this host (hardware.nodes > 1 with a
     loopback rendezvous): multi-node without a cluster. Each node launcher gets its own GPUs, as
     a node of a cluster would (else every node's local rank 0 takes the same device)."""
@@ -309,6 +310,11 @@ def _local_nodes(doc: dict, env: dict[str, str]) -> list[dict[str, str]]:
     visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
     if per and "CUDA_VISIBLE_DEVICES" not in env:
         visible = [str(i) for i in range(count * per)]
+    if per and len(visible) < count * per:
+        raise RecipeError(
+            f"{count} nodes x {per} GPUs on this host need {count * per} GPUs, and CUDA_VISIBLE_DEVICES"
+            f" leaves {len(visible)} (hint: make {count * per} visible, or pick a hardware part with fewer)"
+        )
     launchers = []
     for rank in range(count):
         node = {**env, "MACHINE_RANK": str(rank)}

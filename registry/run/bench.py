@@ -24,7 +24,7 @@ from registry.files import write_atomic
 from registry.load import load_text
 from registry.names import looks_like_file, parse
 from registry.resolve import resolve
-from registry.run import fresh_run_dir, launch_env, machine, supervise, write_bundle
+from registry.run import fresh_run_dir, launch_env, local_nodes, machine, supervise, write_bundle
 from registry.sharing import sources
 from registry.train import LAUNCHED_AT, PHASES
 from registry.validate import ROOT, validate
@@ -52,8 +52,6 @@ class Outcome:
     world_size: int = 0
     run_dir: Path | None = None
     doc: dict | None = None
-    launch_wall_s: float = 0.0  # the whole launch, from launch.sh to the last rank's exit
-    startup_s: dict[str, float] = field(default_factory=dict)  # rank 0's start-up by stage (registry/train/loop.py)
 
 
 def summarize(records: list[dict], warmup: int) -> dict:
@@ -106,9 +104,7 @@ def bench_one(
     write_bundle(bundle, folder)
     env = launch_env(bundle)
     env[LAUNCHED_AT] = repr(time.time())
-    began = time.perf_counter()
-    code = supervise([(["bash", "launch.sh"], env)], folder, echo=echo)
-    wall = time.perf_counter() - began
+    code = supervise([(["bash", "launch.sh"], node) for node in local_nodes(recipe.data, env)], folder, echo=echo)
     if code:
         return Outcome(name, skipped=f"failed with exit code {code} (see {folder / 'launch.log'})", run_dir=folder)
     records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
@@ -120,8 +116,6 @@ def bench_one(
         world_size=world,
         micro_batch_size=int(recipe.data["train"]["micro_batch_size"]),
         gradient_accumulation_steps=int(recipe.data["train"]["gradient_accumulation_steps"]),
-        launch_wall_s=wall,
-        startup_s=records[0].get("startup_s", {}),
         **summarize(records, warmup),
     )
 

@@ -32,8 +32,8 @@ from registry.validate import validate
 
 LIMIT = 0.95  # of the GPU's memory: a candidate predicted above it is pruned before it runs
 ETA = 3  # successive halving keeps the best 1/ETA of each rung for the next
-# ... of those within CLOSE of the rung's best: each launch pays ~25-40 s of start-up on a GPU host
-# (benchmarks/README.md), so measuring a candidate 10% behind again costs more than it can win
+# ... of those within CLOSE of the rung's best: each launch pays 20-30 s of start-up and exit on a GPU
+# host (benchmarks/README.md), so measuring a candidate 10% behind again costs more than it can win
 CLOSE = 0.9
 OOM_MARKERS = ("out of memory", "OutOfMemoryError")
 

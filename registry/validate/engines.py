@@ -45,9 +45,11 @@ def sbatch_options(text: str) -> list[tuple[str, str]]:
                 key, value = word.split("=", 1)
             elif word.startswith("-") and not word.startswith("--") and len(word) > 2:
                 key, value = word[:2], word[2:]  # -N2
-            else:
-                key, value = word, words[i + 1] if i + 1 < len(words) else ""
+            elif i + 1 < len(words) and not words[i + 1].startswith("-"):
+                key, value = word, words[i + 1]  # --nodes 3
                 i += 1
+            else:
+                key, value = word, ""  # a flag: --exclusive
             found.append((key, value))
             i += 1
     return found
