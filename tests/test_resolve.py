@@ -175,8 +175,8 @@ def test_command_trainer_fills_templates(tmp_path):
         ],
     ).files
     assert (
-        "exec accelerate launch --config_file accelerate.yaml --no_python my-train --bs=16 --out=output --world=2 '--note=a b;c'"
-        in files["launch.sh"]
+        'exec "${ACCELERATE[@]}" --config_file accelerate.yaml --no_python my-train --bs=16 --out=output --world=2'
+        " '--note=a b;c'" in files["launch.sh"]
     )
 
 
@@ -208,13 +208,42 @@ def test_deterministic_and_torch_free(tmp_path):
     assert r.stdout.strip().splitlines()[-1] == "[]"
 
 
+@pytest.mark.parametrize(
+    ("shebang", "cli", "started"),
+    [
+        ("#!{py}", "", "PY -m accelerate.commands.launch --config_file accelerate.yaml"),
+        ("#!{py}", "1", "PY {bin}/accelerate launch --config_file accelerate.yaml"),  # the script, as asked
+        ('#!/usr/bin/env bash\necho CLI "$@"', "", "CLI launch --config_file accelerate.yaml"),  # not a path: as is
+        ("#!{py} -E", "", "PY -E {bin}/accelerate launch --config_file"),  # an interpreter with options: as is
+    ],
+)
+def test_launch_sh_starts_accelerates_launch_module(tmp_path, shebang, cli, started):
+    """launch.sh runs `accelerate launch` as accelerate's launch module under the interpreter its
+    console script names: the script imports every accelerate command first, 9 s of a 30 s launch
+    on a GPU host (docs/failure-modes.md §45). Anything else starts the script itself."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    py = bin_dir / "fakepy"
+    py.write_text('#!/usr/bin/env bash\necho "PY $*"\n')
+    py.chmod(0o755)
+    accelerate = bin_dir / "accelerate"
+    text = shebang.format(py=py, bin=bin_dir)
+    accelerate.write_text(text + ("\n" if "echo" in text else '\necho BROKEN "$@"\n'))
+    accelerate.chmod(0o755)
+    out = tmp_path / "run"
+    assert run_cli("resolve", "tiny/zero2/cpu", "-o", str(out)).returncode == 0
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "RECIPE_ACCELERATE_CLI": cli}
+    got = subprocess.run(["bash", str(out / "launch.sh")], capture_output=True, text=True, env=env)
+    assert got.returncode == 0 and got.stdout.startswith(started.format(bin=bin_dir)), got.stdout + got.stderr
+
+
 def test_env_values_are_quoted(tmp_path):
     out = tmp_path / "run"
     marker = tmp_path / "pwned"
     value = f"$(touch {marker}); `touch {marker}` ' \" \\ ;|&"
     r = run_cli("resolve", "tiny/zero2/cpu", f"env.TRICKY={json.dumps(value)}", "-o", str(out))
     assert r.returncode == 0, r.stderr
-    script = (out / "launch.sh").read_text().replace("exec accelerate", 'printf %s "$TRICKY" #')
+    script = (out / "launch.sh").read_text().replace('exec "${ACCELERATE[@]}"', 'printf %s "$TRICKY" #')
     path = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]  # where accelerate is installed
     got = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env={**os.environ, "PATH": path})
     assert got.stdout == value and not marker.exists()

@@ -60,6 +60,20 @@ def command_line(doc: dict, inv: Invocation) -> str:
     return " ".join(env + [render(inv.argv)])
 
 
+# `accelerate launch` through accelerate's launch module, with the interpreter its console script
+# names: the console script first imports every accelerate command (transformers among them), 9 s
+# of a 30 s launch on a GPU host (docs/failure-modes.md §45). RECIPE_ACCELERATE_CLI=1 keeps the script.
+FAST_ACCELERATE = [
+    "# accelerate launch, minus its console script's imports of every other command (docs/failure-modes.md §45)",
+    "ACCELERATE=(accelerate launch)",
+    'read -r shebang < "$(command -v accelerate)" || true',
+    'interpreter="${shebang#\\#!}"',
+    'if [ -z "${RECIPE_ACCELERATE_CLI:-}" ] && [ "$interpreter" != "$shebang" ] && [ -x "$interpreter" ]; then',
+    '  ACCELERATE=("$interpreter" -m accelerate.commands.launch)',
+    "fi",
+]
+
+
 def script(doc: dict, inv: Invocation) -> str:
     recipe = view.of(doc)
     name, launch = recipe.recipe.name, recipe.launch
@@ -103,6 +117,9 @@ def script(doc: dict, inv: Invocation) -> str:
         "# arguments given to launch.sh go to the trainer (recipe run --resume passes LeRobot's)",
         "exec " + render(inv.argv) + ' "$@"',
     ]
+    if list(inv.argv[:2]) == ["accelerate", "launch"]:
+        lines[-2:-2] = FAST_ACCELERATE  # before the comment on the exec line
+        lines[-1] = 'exec "${ACCELERATE[@]}" ' + render(inv.argv[2:]) + ' "$@"'
     return "\n".join(lines) + "\n"
 
 
