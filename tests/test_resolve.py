@@ -150,7 +150,7 @@ def test_act_fsdp1_and_fsdp2(tmp_path):
 
 def test_lerobot_flags():
     text = bundle("act/ddp/8xA100").files["launch.sh"]
-    assert "accelerate launch --config_file accelerate.yaml -m lerobot.scripts.lerobot_train --policy.type=act" in text
+    assert '"${ACCELERATE[@]}" --config_file accelerate.yaml -m lerobot.scripts.lerobot_train --policy.type=act' in text
     assert "--batch_size=8 " in text and "--policy.push_to_hub=false" in text and "--output_dir=output" in text
     pushed = bundle("act/ddp/8xA100", ["trainer.lerobot.push_to_hub=true", "trainer.lerobot.repo_id=org/act"]).files[
         "launch.sh"

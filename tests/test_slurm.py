@@ -401,8 +401,8 @@ def test_recipe_run_submits_with_sbatch_from_the_run_folder(tmp_path):
 
 def test_recipe_run_of_a_multi_node_recipe_without_an_engine_is_refused(tmp_path):
     """Without an engine `recipe run` starts this host only, and the rendezvous would wait for the
-    others: one line, exit 1, nothing written (docs/failure-modes.md §44). A MACHINE_RANK in the environment means the
-    user starts every node."""
+    others: one line, exit 1, nothing written (docs/failure-modes.md §44). A rank and the first
+    node's address in the environment mean the user starts every node."""
     r = run_cli("run", "pi07/zero2/2x8xH100", "--allow-hardware-mismatch", "--output-dir", str(tmp_path / "run"))
     assert r.returncode == 1 and "2 nodes, and with launch.launcher auto" in r.stderr, r.stderr
     assert "launch.launcher=slurm, skypilot or kubernetes" in r.stderr and "Traceback" not in r.stderr
