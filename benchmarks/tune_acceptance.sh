@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Issue 15's GPU acceptance for one policy on a 4-GPU host, in calls of at most SECONDS each:
+# the exhaustive grid as two instances (GPUs 0,1: shards 0-2 of 5; GPUs 2,3: shards 3-4), and
+# `recipe tune` on GPUs 2,3 first when asked. Run the same command again (without `tune`) until
+# every shard is done: finished configurations are skipped. Parts go to runs/acceptance/POLICY/.
+#
+#   bash benchmarks/tune_acceptance.sh ref-1b 500 tune   # first call: tune, then grid shards
+#   bash benchmarks/tune_acceptance.sh ref-1b 540        # later calls: the rest of the grid
+#   python3 benchmarks/grid.py merge runs/acceptance/ref-1b/grid-*.jsonl --output benchmarks/results/grid_2xH100_ref-1b.json
+#   python3 benchmarks/grid.py accept benchmarks/results/grid_2xH100_ref-1b.json runs/acceptance/ref-1b/tune/results.json \
+#       --policy ref-1b --tune-wall "$(cat runs/acceptance/ref-1b/tune.wall)"
+#
+# SECONDS: start no configuration after this long (the longest takes about 100 s).
+set -euo pipefail
+policy="${1:?policy}"; limit="${2:?seconds}"; with_tune="${3:-}"
+case "$policy" in ""|*[!A-Za-z0-9._-]*) echo "tune_acceptance.sh: bad policy name" >&2; exit 2;; esac
+case "$limit" in ""|*[!0-9]*) echo "tune_acceptance.sh: SECONDS must be a number" >&2; exit 2;; esac
+cd "$(dirname "$0")/.."
+parts="runs/acceptance/$policy"
+mkdir -p "$parts"
+start=$(date +%s)
+grid() {
+  local gpus=$1 port=$2; shift 2
+  for k in "$@"; do
+    left=$((limit - $(date +%s) + start))
+    [ "$left" -gt 0 ] || return 0
+    python3 benchmarks/grid.py measure --policies "$policy" --gpus "$gpus" --port "$port" --shard "$k/5" \
+      --out "$parts/grid-$k.jsonl" --deadline "$left" >> "$parts/grid-${gpus/,/}.log" 2>&1 || true
+  done
+}
+grid 0,1 29610 0 1 2 &
+(
+  if [ "$with_tune" = tune ] && [ ! -e "$parts/tune.wall" ]; then
+    CUDA_VISIBLE_DEVICES=2,3 /usr/bin/time -f %e -o "$parts/tune.wall" python3 -m registry tune "$policy/2xH100" \
+      --global-batch 64 --output-dir "$parts/tune" launch.main_process_port=29641 > "$parts/tune.log" 2>&1 || true
+  fi
+  grid 2,3 29620 3 4
+) &
+wait
+echo "tune_acceptance.sh: $(( $(date +%s) - start )) s; configurations done: $(cat "$parts"/grid-*.jsonl 2>/dev/null | wc -l) of 48"
