@@ -711,3 +711,9 @@ def test_the_host_has_the_gpus_cuda_visible_devices_leaves(tmp_path, monkeypatch
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     found = machine.gpus()
     assert len(found) == count and all(g.name == "NVIDIA H100 80GB HBM3" and g.memory_mib == 81559 for g in found)
+
+
+def test_every_cluster_engine_has_a_submission():
+    from registry.run import CLUSTER_ENGINES, submit
+
+    assert set(submit.ENGINES) == set(CLUSTER_ENGINES)

@@ -125,12 +125,14 @@ def run(
         show(bundle)
         return Exit.OK
     engine = view.of(recipe.data).launch.launcher
-    if engine in SUBMIT:  # the cluster runs it, not this host
+    if engine in CLUSTER_ENGINES:  # the cluster runs it, not this host
         if resume is not None:
             raise RecipeError(
                 f"--resume drives runs on this host, not {engine} jobs (hint: submit the run folder again)"
             )
-        return SUBMIT[engine](recipe, bundle, output_dir)
+        from registry.run import submit
+
+        return submit.ENGINES[engine](recipe, bundle, output_dir)
     _this_host_starts_every_node(recipe)
     why = machine.mismatch(recipe.data, machine.gpus())
     if why and not allow_mismatch:
@@ -186,69 +188,7 @@ def run(
     return code
 
 
-def _submit_kubernetes(recipe: Recipe, bundle: Bundle, output_dir: str | None) -> int:
-    """Write the run folder, then hand it to the cluster: the folder as the ConfigMap the pods
-    mount, then the PyTorchJob (docs/failure-modes.md §43)."""
-    import subprocess
-
-    from registry.resolve import kubernetes
-
-    if shutil.which("kubectl") is None:
-        raise RecipeError(f"kubectl not found on PATH (hint: {kubernetes.KUBECTL_HINT})", Exit.NOT_FOUND)
-    folder = fresh_run_dir(recipe, output_dir)
-    write_bundle(bundle, folder)
-    print(f"recipe: {recipe.name} in {folder}, submitted to Kubernetes", file=sys.stderr)
-    files = subprocess.run(kubernetes.configmap_argv(recipe.data, str(folder)), capture_output=True, text=True)
-    steps = [(files, "the ConfigMap")]
-    if files.returncode == 0:
-        steps.append((subprocess.run(["kubectl", "apply", "-f", "-"], input=files.stdout, text=True), "the ConfigMap"))
-    if all(r.returncode == 0 for r, _ in steps):
-        steps.append((subprocess.run(kubernetes.apply_argv(str(folder / kubernetes.MANIFEST))), "the job"))
-    for result, what in steps:
-        if result.returncode:
-            said = (result.stderr or "").strip().splitlines()[-1:] if result.stderr else []
-            raise RecipeError(
-                f"kubectl could not make {what} (exit {result.returncode}{': ' + said[0] if said else ''});"
-                f" the files are in {folder}"
-            )
-    print(f"recipe: follow it with: kubectl logs -f {kubernetes.job_name(recipe.data)}-master-0", file=sys.stderr)
-    return Exit.OK
-
-
-def _submit_slurm(recipe: Recipe, bundle: Bundle, output_dir: str | None) -> int:
-    """Write the run folder and sbatch slurm.sbatch from there: the job finds launch.sh beside the
-    submitted file, and Slurm writes its output (slurm-JOBID.out) into the folder."""
-    import subprocess
-
-    from registry.resolve import launch
-
-    if shutil.which("sbatch") is None:
-        raise RecipeError(
-            "sbatch not found on PATH (hint: run this on the cluster's login node, or `recipe resolve` with"
-            f" the same arguments and -o DIR, copy DIR there and sbatch DIR/{launch.SBATCH})",
-            Exit.NOT_FOUND,
-        )
-    folder = fresh_run_dir(recipe, output_dir)
-    write_bundle(bundle, folder)
-    print(f"recipe: {recipe.name} in {folder}, submitted to Slurm", file=sys.stderr)
-    return subprocess.run(["sbatch", launch.SBATCH], cwd=folder).returncode
-
-
-def _submit_sky(recipe: Recipe, bundle: Bundle, output_dir: str | None) -> int:
-    """Write the run folder and `sky launch` its task from there: SkyPilot syncs the folder to
-    every node as the workdir (`workdir: .`)."""
-    import subprocess
-
-    from registry.resolve import skypilot
-
-    argv = skypilot.launch_argv()  # one line with the install command when sky is missing
-    folder = fresh_run_dir(recipe, output_dir)
-    write_bundle(bundle, folder)
-    print(f"recipe: {recipe.name} in {folder}, launched with SkyPilot", file=sys.stderr)
-    return subprocess.run(argv, cwd=folder).returncode
-
-
-SUBMIT = {"slurm": _submit_slurm, "skypilot": _submit_sky, "kubernetes": _submit_kubernetes}
+CLUSTER_ENGINES = ("slurm", "skypilot", "kubernetes")  # recipe run submits these (registry/run/submit.py)
 
 
 def _this_host_starts_every_node(recipe: Recipe) -> None:
