@@ -215,6 +215,7 @@ def test_deterministic_and_torch_free(tmp_path):
         ("#!{py}", "1", "PY {bin}/accelerate launch --config_file accelerate.yaml"),  # the script, as asked
         ('#!/usr/bin/env bash\necho CLI "$@"', "", "CLI launch --config_file accelerate.yaml"),  # not a path: as is
         ("#!{py} -E", "", "PY -E {bin}/accelerate launch --config_file"),  # an interpreter with options: as is
+        ('#!/bin/sh\necho SH "$@"', "", "SH launch --config_file accelerate.yaml"),  # pip's trampoline: as is
     ],
 )
 def test_launch_sh_starts_accelerates_launch_module(tmp_path, shebang, cli, started):
@@ -223,7 +224,7 @@ def test_launch_sh_starts_accelerates_launch_module(tmp_path, shebang, cli, star
     on a GPU host (docs/failure-modes.md §45). Anything else starts the script itself."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    py = bin_dir / "fakepy"
+    py = bin_dir / "python3.11"
     py.write_text('#!/usr/bin/env bash\necho "PY $*"\n')
     py.chmod(0o755)
     accelerate = bin_dir / "accelerate"

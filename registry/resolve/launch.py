@@ -68,9 +68,12 @@ FAST_ACCELERATE = [
     "ACCELERATE=(accelerate launch)",
     'read -r shebang < "$(command -v accelerate)" || true',
     'interpreter="${shebang#\\#!}"',
-    'if [ -z "${RECIPE_ACCELERATE_CLI:-}" ] && [ "$interpreter" != "$shebang" ] && [ -x "$interpreter" ]; then',
-    '  ACCELERATE=("$interpreter" -m accelerate.commands.launch)',
-    "fi",
+    # a python named on the #! line itself; pip writes a /bin/sh trampoline for long or spaced paths
+    'case "${interpreter##*/}" in python*)',
+    '  if [ -z "${RECIPE_ACCELERATE_CLI:-}" ] && [ "$interpreter" != "$shebang" ] && [ -x "$interpreter" ]; then',
+    '    ACCELERATE=("$interpreter" -m accelerate.commands.launch)',
+    "  fi;;",
+    "esac",
 ]
 
 
