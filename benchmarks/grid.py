@@ -170,8 +170,7 @@ def failure(log: Path) -> str:
 def run_one(config: dict, port: int, gpus: str | None, phase_timing: bool) -> dict:
     from registry.compose import compose
     from registry.resolve import resolve
-    from registry.run import fresh_run_dir, launch_env, local_nodes, supervise, write_bundle
-    from registry.train import LAUNCHED_AT
+    from registry.run import launch_in
     from registry.validate import validate
 
     point = dict(config)
@@ -182,16 +181,9 @@ def run_one(config: dict, port: int, gpus: str | None, phase_timing: bool) -> di
     errors = sorted({p.rule for p in validate(recipe.data, recipe.origins) if p.is_error})
     if errors:
         return {**point, "status": "invalid", "rules": errors}
-    bundle = resolve(recipe)
-    folder = fresh_run_dir(recipe, None, base=Path("runs") / "grid")
-    write_bundle(bundle, folder)
-    env = launch_env(bundle)
-    if gpus is not None:
-        env["CUDA_VISIBLE_DEVICES"] = gpus
-    launched = time.time()
-    env[LAUNCHED_AT] = repr(launched)
     started = time.perf_counter()
-    code = supervise([(["bash", "launch.sh"], node) for node in local_nodes(recipe.data, env)], folder, echo=False)
+    gpu_env = {"CUDA_VISIBLE_DEVICES": gpus} if gpus is not None else None
+    code, folder = launch_in(recipe, resolve(recipe), Path("runs") / "grid", False, gpu_env)
     point["wall_s"] = round(time.perf_counter() - started, 2)
     ended = time.time()
     point["run_dir"] = str(folder)

@@ -130,6 +130,52 @@ def cli():
     return run_cli
 
 
+def spawn_cli(*args, env, cwd=ROOT):
+    """`recipe ARGS` started, not waited for: many of them run side by side."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "registry", *args],
+        cwd=cwd,
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+HEAVY = ("torch", "accelerate", "deepspeed", "transformers", "omegaconf", "jsonschema")
+
+
+def heavy_imports(
+    argvs: list[list[str]], heavy: tuple[str, ...] = HEAVY, codes: tuple = (0, None)
+) -> subprocess.CompletedProcess:
+    """Runs each `recipe ARGV` in one interpreter (each must exit with one of `codes`) and prints `HEAVY [...]`, the
+    heavy packages it imported, to stderr: what the CLI's start-up path must not pay for."""
+    code = (
+        "import sys, runpy\n"
+        f"for argv in {argvs!r}:\n"
+        "    sys.argv = ['recipe', *argv]\n"
+        "    try:\n"
+        "        runpy.run_module('registry', run_name='__main__')\n"
+        "    except SystemExit as e:\n"
+        f"        assert e.code in {codes!r}, (argv, e.code)\n"
+        f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {heavy!r})\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def side_venv_python(venv: Path, what: str, build: str, variable: str) -> Path:
+    """The python of a side environment holding an upstream project's own checker. Missing, the
+    test skips, except under CI, which must build it: a skipped check would pass as a green one."""
+    python = venv / "bin" / "python"
+    if not python.exists():
+        why = f"no {what} check venv at {venv} (build it: {build} {venv}, or set {variable})"
+        if USER_ENV.get("CI"):
+            pytest.fail(f"{why}: CI must build it, a skipped check would pass as a green one", pytrace=False)
+        pytest.skip(why)
+    return python
+
+
 _PORTS_GIVEN: set[int] = set()
 
 

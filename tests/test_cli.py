@@ -4,7 +4,7 @@ import json
 import sys
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import heavy_imports, run_cli
 
 
 def test_validate_all_passes(cli):
@@ -121,20 +121,16 @@ def test_alias_bomb_cli(cli, tmp_path):
 
 
 def test_start_up_path_imports_no_heavy_modules():
-    code = (
-        "import sys, runpy\n"
-        "for argv in (['validate', 'pi07/zero2/8xA100'], ['show', 'pi07/zero2/8xA100', '--origin'], ['list'], ['list', '--versions', '--format', 'json'], ['search', 'tiny'], ['schema'], ['run', 'pi07/zero2/8xA100', '--dry-run']):\n"
-        "    sys.argv = ['recipe', *argv]\n"
-        "    try:\n"
-        "        runpy.run_module('registry', run_name='__main__')\n"
-        "    except SystemExit as e:\n"
-        "        assert e.code == 0, (argv, e.code)\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'accelerate', 'deepspeed', 'transformers', 'omegaconf'))\n"
-        "print('HEAVY', heavy, file=sys.stderr)\n"
-    )
-    import subprocess
-
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    argvs = [
+        ["validate", "pi07/zero2/8xA100"],
+        ["show", "pi07/zero2/8xA100", "--origin"],
+        ["list"],
+        ["list", "--versions", "--format", "json"],
+        ["search", "tiny"],
+        ["schema"],
+        ["run", "pi07/zero2/8xA100", "--dry-run"],
+    ]
+    r = heavy_imports(argvs, heavy=("torch", "accelerate", "deepspeed", "transformers", "omegaconf"), codes=(0,))
     assert r.returncode == 0, r.stderr
     assert "HEAVY []" in r.stderr
     assert "micro_batch_size" in r.stdout  # the commands really ran

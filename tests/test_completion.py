@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, heavy_imports, run_cli
 
 BIN = Path(sys.executable).parent  # where `recipe` is installed (pip install -e .)
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -143,19 +143,8 @@ c "$1"
 
 
 def test_name_listing_is_fast_and_imports_nothing_heavy():
-    code = (
-        "import sys, runpy, time\n"
-        "start = time.perf_counter()\n"
-        "for argv in (['completion', '--list', 'recipe', '--prefix=pi07/ze'], ['completion', '--list', 'target'], ['completion', 'bash']):\n"
-        "    sys.argv = ['recipe', *argv]\n"
-        "    try:\n"
-        "        runpy.run_module('registry', run_name='__main__')\n"
-        "    except SystemExit as e:\n"
-        "        assert e.code in (0, None), (argv, e.code)\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'accelerate', 'deepspeed', 'transformers', 'omegaconf', 'jsonschema'))\n"
-        "print('HEAVY', heavy, file=sys.stderr)\n"
-    )
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    argvs = [["completion", "--list", "recipe", "--prefix=pi07/ze"], ["completion", "--list", "target"]]
+    r = heavy_imports([*argvs, ["completion", "bash"]])
     assert r.returncode == 0, r.stderr
     assert "HEAVY []" in r.stderr and "pi07/zero2/8xA100" in r.stdout
     # a TAB starts `recipe completion --list`: the whole process, start-up included

@@ -4,14 +4,13 @@ is made again under the next number; a refused push or a gone remote is one line
 working copy at the remote's state. Two users are two config/cache pairs over one bare repository."""
 
 import hashlib
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, run_cli
+from conftest import run_cli, spawn_cli
 from test_sharing import git, team
 
 TINY = "tiny/ddp/cpu"
@@ -41,17 +40,6 @@ def user(tmp_path, name, bare):
     r = run_cli("source", "add", "team-b", f"file://{bare}", env=env)
     assert r.returncode == 0, r.stderr
     return env
-
-
-def spawn(*args, env):
-    return subprocess.Popen(
-        [sys.executable, "-m", "registry", *args],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def published(env):
@@ -104,7 +92,9 @@ def test_concurrent_publishers_lose_nothing(tmp_path, remote):
 
     users = [user(tmp_path, "a", remote), user(tmp_path, "b", remote)]
     steps = {(u, i): 100 + 4 * u + i for u in range(2) for i in range(4)}
-    procs = [spawn("publish", TINY, f"train.steps={s}", "--to", "team-b", env=users[u]) for (u, _), s in steps.items()]
+    procs = [
+        spawn_cli("publish", TINY, f"train.steps={s}", "--to", "team-b", env=users[u]) for (u, _), s in steps.items()
+    ]
     results = [(p.wait(timeout=120), p.stdout.read(), p.stderr.read()) for p in procs]
     assert all(rc == 0 for rc, _, _ in results), [err for _, _, err in results]
     retries = sum(err.count("another publisher pushed first") for _, _, err in results)

@@ -5,25 +5,12 @@ versions, and git run with the user's own environment but never with a URL read 
 import hashlib
 import os
 import subprocess
-import sys
 
 import pytest
 import yaml
-from conftest import ROOT, run_cli
+from conftest import run_cli, spawn_cli
 
 TINY = "tiny/ddp/cpu"
-
-
-def spawn(*args, env, cwd=ROOT):
-    """`recipe ARGS` started, not waited for: many of them run side by side."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "registry", *args],
-        cwd=cwd,
-        env={**os.environ, **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def finish(procs, timeout=60):
@@ -62,7 +49,7 @@ def test_concurrent_source_adds_lose_nothing(tmp_path):
     for i in range(16):
         folders.append(tmp_path / f"d{i}")
         folders[-1].mkdir()
-    results = finish([spawn("source", "add", f"s{i}", str(folders[i]), env=env) for i in range(16)])
+    results = finish([spawn_cli("source", "add", f"s{i}", str(folders[i]), env=env) for i in range(16)])
     assert all(rc == 0 for rc, _, _ in results), [err for _, _, err in results]
     entries = yaml.safe_load((tmp_path / "sources.yaml").read_text())["sources"]
     assert sorted(e["name"] for e in entries) == sorted(f"s{i}" for i in range(16))
@@ -71,8 +58,8 @@ def test_concurrent_source_adds_lose_nothing(tmp_path):
 
 def test_concurrent_publishes_number_without_gaps(two_teams):
     ta, _, env = two_teams
-    procs = [spawn("publish", TINY, f"train.steps={100 + i}", "--to", "ta", env=env) for i in range(12)]
-    procs += [spawn("publish", "act/ddp/2xH100", "--to", "ta", env=env) for _ in range(4)]
+    procs = [spawn_cli("publish", TINY, f"train.steps={100 + i}", "--to", "ta", env=env) for i in range(12)]
+    procs += [spawn_cli("publish", "act/ddp/2xH100", "--to", "ta", env=env) for _ in range(4)]
     results = finish(procs)
     assert all(rc == 0 for rc, _, _ in results), [err for _, _, err in results]
     index = yaml.safe_load((ta / "index.yaml").read_text())["versions"]

@@ -99,6 +99,19 @@ def find_program(program: str, env: dict[str, str]) -> bool:
     return shutil.which(program, path=env.get("PATH")) is not None
 
 
+def launch_in(
+    recipe: Recipe, bundle: Bundle, base: Path, echo: bool, env: dict[str, str] | None = None
+) -> tuple[int, Path]:
+    """A fresh run folder under `base` with the bundle, every local node's launch.sh started and
+    waited for (recipe bench, recipe tune, benchmarks/grid.py): the exit code and the folder. The
+    trainer's start-up timeline counts its launcher share from here."""
+    folder = fresh_run_dir(recipe, None, base=base)
+    write_bundle(bundle, folder)
+    launch = {**launch_env(bundle), **(env or {}), LAUNCHED_AT: repr(time.time())}
+    launches = [(["bash", "launch.sh"], node) for node in local_nodes(recipe.data, launch)]
+    return supervise(launches, folder, echo=echo), folder
+
+
 def show(bundle: Bundle) -> None:
     # escaped, so that a `\r` or an escape sequence in a value cannot hide a line from the reviewer
     from registry.errors import printable

@@ -24,9 +24,9 @@ from registry.files import write_atomic
 from registry.load import load_text
 from registry.names import looks_like_file, parse
 from registry.resolve import resolve
-from registry.run import fresh_run_dir, launch_env, local_nodes, machine, supervise, write_bundle
+from registry.run import launch_in, machine
 from registry.sharing import sources
-from registry.train import LAUNCHED_AT, PHASES
+from registry.train import PHASES
 from registry.validate import ROOT, validate
 
 MEASURING = [
@@ -99,12 +99,7 @@ def bench_one(
     why = machine.mismatch(recipe.data, machine.gpus())
     if why and not allow_mismatch:
         return Outcome(name, skipped=why)
-    bundle = resolve(recipe)
-    folder = fresh_run_dir(recipe, None, base=base)
-    write_bundle(bundle, folder)
-    env = launch_env(bundle)
-    env[LAUNCHED_AT] = repr(time.time())
-    code = supervise([(["bash", "launch.sh"], node) for node in local_nodes(recipe.data, env)], folder, echo=echo)
+    code, folder = launch_in(recipe, resolve(recipe), base, echo)
     if code:
         return Outcome(name, skipped=f"failed with exit code {code} (see {folder / 'launch.log'})", run_dir=folder)
     records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
