@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Issue 15's GPU acceptance for one policy on a 4-GPU host, in calls of at most SECONDS each:
-# the exhaustive grid as two instances (GPUs 0,1: shards 0-2 of 5; GPUs 2,3: shards 3-4), and
-# `recipe tune` on GPUs 2,3 first when asked. Run the same command again (without `tune`) until
-# every shard is done: finished configurations are skipped. Parts go to runs/acceptance/POLICY/.
+# Issue 15's GPU acceptance for one policy, in calls of at most SECONDS each, on 4 GPUs (the
+# exhaustive grid as two instances: GPUs 0,1 run shards 0-2 of 5, GPUs 2,3 shards 3-4, and
+# `recipe tune` on GPUs 2,3 first when asked) or on 2 (the tune first, then every shard on 0,1).
+# Run the same command again (without `tune`) until every shard is done: finished configurations
+# are skipped. Parts go to runs/acceptance/POLICY/. Each call works in the foreground and leaves
+# everything in that folder: a job left running between calls is lost with the host.
 #
 #   bash benchmarks/tune_acceptance.sh ref-1b 500 tune   # first call: tune, then grid shards
 #   bash benchmarks/tune_acceptance.sh ref-1b 540        # later calls: the rest of the grid
@@ -10,7 +12,10 @@
 #   python3 benchmarks/grid.py accept benchmarks/results/grid_2xH100_ref-1b.json runs/acceptance/ref-1b/tune/results.json \
 #       --policy ref-1b --tune-wall "$(cat runs/acceptance/ref-1b/tune.wall)"
 #
-# SECONDS: start no configuration after this long (the longest takes about 100 s).
+# SECONDS: start no configuration after this long (the longest takes about 100 s). Sizing (2 x
+# H100, benchmarks/README.md): ref-100m's grid is 1,558 s of one pair and its tune 258 s; ref-1b's
+# launches alone are at least 25 s (78 s under zero3-offload) each, so its grid is over 25 minutes
+# of one pair before the longer steps of small micro batches, and its tune 6.5-10 minutes.
 set -euo pipefail
 policy="${1:?policy}"; limit="${2:?seconds}"; with_tune="${3:-}"
 case "$policy" in ""|*[!A-Za-z0-9._-]*) echo "tune_acceptance.sh: bad policy name" >&2; exit 2;; esac
@@ -28,13 +33,20 @@ grid() {
       --out "$parts/grid-$k.jsonl" --deadline "$left" >> "$parts/grid-${gpus/,/}.log" 2>&1 || true
   done
 }
-grid 0,1 29610 0 1 2 &
-(
+tune() {
   if [ "$with_tune" = tune ] && [ ! -e "$parts/tune.wall" ]; then
-    CUDA_VISIBLE_DEVICES=2,3 /usr/bin/time -f %e -o "$parts/tune.wall" python3 -m registry tune "$policy/2xH100" \
+    rm -rf "$parts/tune"  # a tune cut off by the last call starts again: its wall time must be whole
+    CUDA_VISIBLE_DEVICES=$1 /usr/bin/time -f %e -o "$parts/tune.wall" python3 -m registry tune "$policy/2xH100" \
       --global-batch 64 --output-dir "$parts/tune" launch.main_process_port=29641 > "$parts/tune.log" 2>&1 || true
   fi
-  grid 2,3 29620 3 4
-) &
-wait
+}
+gpus=$(nvidia-smi -L | grep -c '^GPU ')
+if [ "$gpus" -ge 4 ]; then
+  grid 0,1 29610 0 1 2 &
+  (tune 2,3; grid 2,3 29620 3 4) &
+  wait
+else
+  tune 0,1
+  grid 0,1 29610 0 1 2 3 4
+fi
 echo "tune_acceptance.sh: $(( $(date +%s) - start )) s; configurations done: $(cat "$parts"/grid-*.jsonl 2>/dev/null | wc -l) of 48"

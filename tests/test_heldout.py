@@ -119,8 +119,12 @@ def test_a_tune_run_is_judged_against_the_grid(grid, pick, tune_wall, ooms, met)
     points += [_grid_point("zero2", 8, 50.0, 100.0)] + [_grid_point("fsdp", m, 10.0, 100.0) for m in (1, 2, 4)]
     tune = {
         "winner": {"backend": pick[0], "micro_batch_size": pick[1], "gradient_accumulation_steps": 64 // (pick[1] * 2)},
-        "candidates": [{"backend": "ddp", "status": "oom"} for _ in range(ooms)],
+        "candidates": [{"backend": "ddp", "micro_batch_size": 16, "status": "oom"} for _ in range(ooms)],
     }
     verdict = grid.judge_tune({"points": points}, tune, tune_wall, "ref-1b")
     assert verdict["met"] is met
     assert verdict["grid_best"]["backend"] == "ddp" and verdict["grid_wall_s"] == 800.0
+    # a configuration tune could run that the grid lacks: the grid's best is a bound, never met
+    tune["candidates"].append({"backend": "fsdp", "micro_batch_size": 32, "status": "pruned"})
+    partial = grid.judge_tune({"points": points}, tune, tune_wall, "ref-1b")
+    assert partial["grid_missing"] == ["fsdp mb32"] and partial["met"] is False

@@ -75,6 +75,8 @@ def test_bad_targets_are_one_line(tmp_path):
     assert r.returncode == 2 and "unknown backend 'nope'" in r.stderr
     r = run_cli("tune", "tiny/cpu", "--global-batch", "7", "--backends", "ddp", cwd=tmp_path)
     assert r.returncode == 2 and "multiple of the world size" in r.stderr
+    r = run_cli("tune", "tiny/cpu", "--record-to", "no/such/points.jsonl", cwd=tmp_path)
+    assert r.returncode == 2 and "no folder no/such" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "runs").exists()
 
 
@@ -168,6 +170,50 @@ def test_a_tuned_file_keeps_its_own_backend(tmp_path):
     assert kept.candidate == Candidate("zero2", 8, 4) and "fastest overall is ddp mb8x4" in note
     outside = tune.Target("free.yaml", "", "", None, tmp_path / "free.yaml")
     assert tune.overlay_pick(outside, best, pts)[0] is None
+
+
+def test_only_leaders_near_the_gpus_memory_walk_down():
+    """On a GPU a leader walks down only when its run reserved PRESSURE of the memory or more:
+    below that a smaller micro batch only adds micro steps (ref-1b on 2 x H100: three walks from
+    micro batch 32 to 16, all 7-9% slower, each a 35 s launch)."""
+    heads = (("ddp", 100.0), ("zero2", 95.0), ("zero3", 50.0), ("fsdp", 40.0))  # leaders: ddp, zero2
+    rates = {(b, m): r * m / 8 for b, r in heads for m in (8, 4)}
+    rates[("zero2", 4)] = 99.0  # faster one down, but its head has room: never run
+    fake, seen = Fake(rates, []), []
+    search = Search(points(rates), warmup=0, steps=1, capacity_gib=80.0, logged=seen.append)  # heads: 9 GiB
+    search.run(fake)
+    assert [(e["point"].candidate.backend, e["steps"]) for e in seen] == [(r[0], r[2]) for r in fake.runs]
+    assert fake.runs == [
+        ("ddp", 8, 1),
+        ("zero2", 8, 1),
+        ("zero3", 8, 1),
+        ("fsdp", 8, 1),
+        ("ddp", 8, 3),
+        ("zero2", 8, 3),
+    ]
+    by = {(p.candidate.backend, p.candidate.micro_batch_size): p for p in search.points}
+    assert (
+        by[("zero2", 4)].reason
+        == "zero2 mb8x4 used 12% of the GPU's memory: a smaller micro batch only adds micro steps"
+    )
+    fake = Fake(rates, [])
+    Search(points(rates), warmup=0, steps=1, capacity_gib=10.0).run(fake)  # 9.5 of 10 GiB: pressed
+    assert [r[:2] for r in fake.runs if r[2] == 1][4:] == [("ddp", 4), ("zero2", 4)]
+
+
+def test_ref_1b_on_2xh100_replayed():
+    """The rung-0 rates `recipe tune ref-1b/2xH100 --global-batch 64` measured on 2 x H100
+    (benchmarks/results/tune_2xH100_ref-1b_partial/): every head used under 65% of the GPU, so no
+    leader walks down; three leaders run again, and fsdp2 at micro batch 32 wins in 11 runs (the
+    walk-downs and a third rung made it 17)."""
+    heads = {"ddp": 173.5, "fsdp": 177.0, "fsdp-grad-op": 186.0, "fsdp2": 196.6}
+    heads |= {"zero1": 186.6, "zero2": 178.0, "zero3": 146.5, "zero3-offload": 12.7}
+    rates = {(b, m): r * m / 32 for b, r in heads.items() for m in (32, 16, 8, 4, 2, 1)}
+    fake = Fake(rates, [])
+    search = Search(points(rates), warmup=2, steps=3, capacity_gib=79.2)
+    best = search.run(fake)
+    assert best.candidate.label == "fsdp2 mb32x1" and len(fake.runs) == 11
+    assert [r[0] for r in fake.runs[8:]] == ["fsdp2", "zero1", "fsdp-grad-op"] and search.rungs == [(2, 3), (2, 9)]
 
 
 def test_the_walk_down_goes_on_while_it_gets_faster():

@@ -35,6 +35,11 @@ ETA = 3  # successive halving keeps the best 1/ETA of each rung for the next
 # ... of those within CLOSE of the rung's best: each launch pays 20-30 s of start-up and exit on a GPU
 # host (benchmarks/README.md), so measuring a candidate 10% behind again costs more than it can win
 CLOSE = 0.9
+# A leader is walked down to smaller micro batches only when its run came this close to the GPU's
+# memory: at a fixed global batch a smaller micro batch only adds micro steps (and, under ZeRO-2/3,
+# a reduction or a gather each); near capacity the caching allocator frees and retries, and only
+# there can a smaller one be faster (docs/failure-modes.md §46)
+PRESSURE = 0.9
 OOM_MARKERS = ("out of memory", "OutOfMemoryError")
 
 MEASURED, PRUNED, OOM, FAILED, NOT_RUN = "measured", "pruned", "oom", "failed", "not run"
@@ -238,7 +243,8 @@ class Interrupted(Exception):
 class Search:
     """Rung 0 measures each backend (each line: a backend, with or without added checkpointing) at
     its largest micro batch predicted to fit, then walks the leading 1/ETA of them (within CLOSE
-    of the best) down to smaller micro batches while that gets faster. Each later rung runs the
+    of the best, and near the GPU's memory: PRESSURE) down to smaller micro batches while that
+    gets faster. Each later rung runs the
     best 1/ETA of the previous one (within CLOSE) ETA times longer, until one is left. `warmup`
     and `steps` are rung 0's."""
 
@@ -254,6 +260,7 @@ class Search:
     interrupted: bool = False
     rungs: list[tuple[int, int]] = field(default_factory=list)  # (warmup, steps) of each rung run
     log: list[dict] = field(default_factory=list)  # one entry per run: the point's figures then
+    logged: Callable[[dict], None] = lambda entry: None  # told of each entry as it is made
 
     def over_budget(self) -> bool:
         return self.budget_s is not None and self.clock() - self.started > self.budget_s
@@ -301,9 +308,11 @@ class Search:
         ranked = sorted(heads, key=lambda n: -heads[n].samples_per_s)
         top = heads[ranked[0]].samples_per_s if ranked else 0.0
         leaders = [n for n in ranked[: math.ceil(len(ranked) / ETA)] if heads[n].samples_per_s >= CLOSE * top]
+        used = {name: self._used(heads[name]) for name in leaders}
+        roomy = {name: used[name] is not None and used[name] < PRESSURE for name in leaders}
         for name in leaders:  # walk down while smaller micro batches get faster
             best = heads[name]
-            for p in lines[name]:
+            for p in [] if roomy[name] else lines[name]:
                 if p.status != NOT_RUN or p.candidate.micro_batch_size >= best.candidate.micro_batch_size:
                     continue
                 self._one(p, 0, self.steps, measure)
@@ -313,11 +322,22 @@ class Search:
         for name, line in lines.items():
             for p in line:
                 if p.status == NOT_RUN and not p.reason:
-                    p.reason = (
-                        f"{name} trailed the leaders at rung 0"
-                        if name not in leaders
-                        else "a larger micro batch was faster"
-                    )
+                    if name not in leaders:
+                        p.reason = f"{name} trailed the leaders at rung 0"
+                    elif roomy[name]:
+                        p.reason = (
+                            f"{heads[name].candidate.label} used {used[name]:.0%} of the GPU's memory:"
+                            " a smaller micro batch only adds micro steps"
+                        )
+                    else:
+                        p.reason = "a larger micro batch was faster"
+
+    def _used(self, head: Point) -> float | None:
+        """The share of the GPU's memory the head's run reserved (with the CUDA context); None
+        without a GPU capacity (a CPU host), where every leader walks down."""
+        if not self.capacity_gib or head.peak_reserved_gib is None:
+            return None
+        return (head.peak_reserved_gib + CUDA_CONTEXT_GIB) / self.capacity_gib
 
     def _leave(self, why: str) -> None:
         for p in self.points:
@@ -358,6 +378,7 @@ class Search:
                 "reason": got.reason,
             }
         )
+        self.logged(self.log[-1])
 
 
 class _Spent(Exception):
@@ -446,11 +467,16 @@ def measure_with_bench(target: Target, sets: list[str], folder: Path, allow_mism
     return measure
 
 
-def point_record(entry: dict, capacity: float | None, command: str, hardware: str, versions: dict) -> dict:
-    """One line of points.jsonl: one run, its predicted peak memory beside the measured one."""
+def point_record(
+    entry: dict, where: tuple[str, list[str]], capacity: float | None, command: str, hardware: str, versions: dict
+) -> dict:
+    """One line of points.jsonl: one run, its predicted peak memory beside the measured one, and
+    what it composed (`where`: Target.args) so that benchmarks/grid.py evaluate can predict it again."""
     p, c = entry["point"], entry["point"].candidate
     reserved = entry["peak_reserved_gib"]
     return {
+        "recipe": where[0],
+        "overrides": where[1],
         "backend": c.backend,
         "micro_batch_size": c.micro_batch_size,
         "gradient_accumulation_steps": c.accumulation,
@@ -604,6 +630,8 @@ def main(
     from registry.run import bench, plot
 
     target = parse_target(target_text)
+    if record_to and not Path(record_to).parent.is_dir():
+        raise RecipeError(f"--record-to {record_to}: no folder {Path(record_to).parent} to write it in")
     known = sources.part_names("backend")
     if backends is None:
         backends = known
@@ -627,6 +655,17 @@ def main(
         file=sys.stderr,
         flush=True,
     )
+    hardware, versions = bench.host(), bench.versions()
+
+    def logged(entry: dict) -> None:
+        """points.jsonl (and --record-to) gain each run's line as it ends: a tune killed with its
+        host still leaves its evaluation data."""
+        where = target.args(entry["point"].candidate.backend, sets)
+        line = json.dumps(point_record(entry, where, capacity, command, hardware, versions)) + "\n"
+        for path in [folder / "points.jsonl", *([record_to] if record_to else [])]:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(line)
+
     search = Search(
         points,
         warmup,
@@ -634,14 +673,9 @@ def main(
         budget_s=budget_min * 60 if budget_min is not None else None,
         progress=lambda line: print(f"recipe tune: {line}", file=sys.stderr, flush=True),
         capacity_gib=capacity,
+        logged=logged,
     )
     best = search.run(measure_with_bench(target, sets, folder, allow_mismatch))
-    hardware, versions = bench.host(), bench.versions()
-    lines = "".join(json.dumps(point_record(e, capacity, command, hardware, versions)) + "\n" for e in search.log)
-    write_atomic(folder / "points.jsonl", lines)
-    if record_to:
-        with open(record_to, "a", encoding="utf-8") as f:
-            f.write(lines)
     text = table_text(points, capacity)
     if capacity is None:
         text += "no memory pruning: the hardware part has no GPU (peak memory is the processes' resident set)\n"
