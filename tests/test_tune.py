@@ -76,7 +76,10 @@ def test_bad_targets_are_one_line(tmp_path):
     r = run_cli("tune", "tiny/cpu", "--global-batch", "7", "--backends", "ddp", cwd=tmp_path)
     assert r.returncode == 2 and "multiple of the world size" in r.stderr
     r = run_cli("tune", "tiny/cpu", "--record-to", "no/such/points.jsonl", cwd=tmp_path)
-    assert r.returncode == 2 and "no folder no/such" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert r.returncode == 2 and "--record-to no/such/points.jsonl: No such file or directory" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = run_cli("tune", "tiny/cpu", "--record-to", ".", cwd=tmp_path)
+    assert r.returncode == 2 and "Is a directory" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "runs").exists()
 
 

@@ -244,9 +244,8 @@ class Search:
     """Rung 0 measures each backend (each line: a backend, with or without added checkpointing) at
     its largest micro batch predicted to fit, then walks the leading 1/ETA of them (within CLOSE
     of the best, and near the GPU's memory: PRESSURE) down to smaller micro batches while that
-    gets faster. Each later rung runs the
-    best 1/ETA of the previous one (within CLOSE) ETA times longer, until one is left. `warmup`
-    and `steps` are rung 0's."""
+    gets faster. Each later rung runs the best 1/ETA of the previous one (within CLOSE) ETA times
+    longer, until one is left. `warmup` and `steps` are rung 0's."""
 
     points: list[Point]
     warmup: int
@@ -630,8 +629,11 @@ def main(
     from registry.run import bench, plot
 
     target = parse_target(target_text)
-    if record_to and not Path(record_to).parent.is_dir():
-        raise RecipeError(f"--record-to {record_to}: no folder {Path(record_to).parent} to write it in")
+    if record_to:  # opened now: a path it cannot append to is found before the first run
+        try:
+            open(record_to, "a", encoding="utf-8").close()
+        except OSError as e:
+            raise RecipeError(f"--record-to {record_to}: {e.strerror}") from None
     known = sources.part_names("backend")
     if backends is None:
         backends = known
@@ -656,6 +658,7 @@ def main(
         flush=True,
     )
     hardware, versions = bench.host(), bench.versions()
+    (folder / "points.jsonl").touch()  # a line is appended as each run ends
 
     def logged(entry: dict) -> None:
         """points.jsonl (and --record-to) gain each run's line as it ends: a tune killed with its
