@@ -299,20 +299,47 @@ def measured_gib(point: dict) -> float | None:
 
 def load_points(path: Path) -> tuple[list[dict], str]:
     """Measured points and their host: a grid_<host>.json (or any {"points": [...]} or list), or a
-    `recipe tune` points.jsonl (one run a line; a configuration measured again at a later rung
-    counts once, its last run)."""
-    text = path.read_text()
-    if path.suffix == ".jsonl":
-        last = {}
-        for line in filter(str.strip, text.splitlines()):
+    `recipe tune` points.jsonl (one run a line). In a points.jsonl a configuration measured again
+    at a later rung counts once, by its last measured run; a line without `recipe` (written
+    before tune recorded it) is skipped, and so is a cut-off last line (a host lost mid-write)."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SystemExit(f"{path}: {e.strerror}") from None
+    if path.suffix != ".jsonl":
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise SystemExit(f"{path}: not JSON ({e})") from None
+        return (data["points"], data.get("hardware", "host")) if isinstance(data, dict) else (data, "host")
+    lines = [line for line in text.splitlines() if line.strip()]
+    last: dict[tuple, dict] = {}
+    skipped = 0
+    for number, line in enumerate(lines, 1):
+        try:
             p = json.loads(line)
-            last[
-                (p["recipe"], tuple(p.get("overrides") or ()), p["micro_batch_size"], p.get("gradient_checkpointing"))
-            ] = p
-        points = list(last.values())
-        return points, next((p["hardware"] for p in points if p.get("hardware")), "host")
-    data = json.loads(text)
-    return (data["points"], data.get("hardware", "host")) if isinstance(data, dict) else (data, "host")
+        except ValueError:
+            if number == len(lines):
+                skipped += 1
+                continue
+            raise SystemExit(f"{path}:{number}: not a JSON line") from None
+        if "recipe" not in p:
+            skipped += 1
+            continue
+        key = (
+            p["recipe"],
+            tuple(p.get("overrides") or ()),
+            p["micro_batch_size"],
+            p.get("gradient_accumulation_steps"),
+            bool(p.get("gradient_checkpointing")),
+            p.get("hardware"),
+        )
+        if p.get("status") == "measured" or last.get(key, {}).get("status") != "measured":
+            last[key] = p
+    if skipped:
+        print(f"{path}: {skipped} line(s) skipped (no recipe recorded, or cut off)", file=sys.stderr)
+    points = list(last.values())
+    return points, next((p["hardware"] for p in points if p.get("hardware")), "host")
 
 
 def heldout(points: list[dict], calibration: set, any_accumulation: bool = False) -> tuple[list, dict]:
@@ -322,7 +349,7 @@ def heldout(points: list[dict], calibration: set, any_accumulation: bool = False
     for p in points:
         if p.get("status", "ok") not in ("ok", "measured") or measured_gib(p) is None:
             left["not measured"] += 1
-        elif (p["recipe"], int(p["micro_batch_size"])) in calibration:
+        elif (p["recipe"], int(p["micro_batch_size"])) in calibration and not p.get("gradient_checkpointing"):
             left["calibration"] += 1
         elif not any_accumulation and int(p.get("gradient_accumulation_steps") or 1) != 1:
             left["accumulation"] += 1
@@ -438,8 +465,9 @@ def judge_tune(grid: dict, tune: dict, tune_wall_s: float, policy: str) -> dict:
     grid's own measurement of tune's pick is at least 0.95x the grid's best; tune's wall time at
     most 25% of the grid's (the sum of its configurations' wall times: what one pair of GPUs
     would spend on it); at most one out-of-memory run per backend. The grid must hold every
-    configuration tune's search space held (any status): a partial grid's best and wall time are
-    only bounds, and it is never `met`."""
+    backend x micro batch of tune's search space (any status): a partial grid's best and wall
+    time are only bounds, and it is never `met`. Candidates with added activation checkpointing
+    are outside the grid (it measures the recipes as they are) and are not asked of it."""
     points = [p for p in grid["points"] if p["policy"] == policy and p["status"] == "ok"]
     if not points:
         raise SystemExit(f"accept: the grid has no measured point of {policy}")
@@ -456,7 +484,11 @@ def judge_tune(grid: dict, tune: dict, tune_wall_s: float, policy: str) -> dict:
     )
     grid_wall = sum(p.get("wall_s", 0.0) for p in grid["points"] if p["policy"] == policy)
     held = {(p["backend"], p["micro_batch_size"]) for p in grid["points"] if p["policy"] == policy}
-    space = {(r["backend"], r.get("micro_batch_size")) for r in tune.get("candidates", [])}
+    space = {
+        (r["backend"], r.get("micro_batch_size"))
+        for r in tune.get("candidates", [])
+        if not r.get("gradient_checkpointing")
+    }
     missing = sorted(space - held, key=str)
     ooms: dict[str, int] = {}
     for row in tune.get("candidates", []):

@@ -12,7 +12,8 @@
 #   python3 benchmarks/grid.py accept benchmarks/results/grid_2xH100_ref-1b.json runs/acceptance/ref-1b/tune/results.json \
 #       --policy ref-1b --tune-wall "$(cat runs/acceptance/ref-1b/tune.wall)"
 #
-# SECONDS: start no configuration after this long (the longest takes about 100 s). Sizing (2 x
+# SECONDS: start no configuration after this long (the longest takes about 100 s), and give the
+# tune at most this long (a tune cut off is discarded and runs again whole at the next `tune` call). Sizing (2 x
 # H100, benchmarks/README.md): ref-100m's grid is 1,558 s of one pair and its tune 258 s; ref-1b's
 # launches alone are at least 25 s (78 s under zero3-offload) each, so its grid is over 25 minutes
 # of one pair before the longer steps of small micro batches, and its tune 6.5-10 minutes.
@@ -20,6 +21,11 @@ set -euo pipefail
 policy="${1:?policy}"; limit="${2:?seconds}"; with_tune="${3:-}"
 case "$policy" in ""|*[!A-Za-z0-9._-]*) echo "tune_acceptance.sh: bad policy name" >&2; exit 2;; esac
 case "$limit" in ""|*[!0-9]*) echo "tune_acceptance.sh: SECONDS must be a number" >&2; exit 2;; esac
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+case "$gpus" in
+  2|4) ;;
+  *) echo "tune_acceptance.sh: needs 2 or 4 GPUs, found ${gpus:-0}" >&2; exit 2;;
+esac
 cd "$(dirname "$0")/.."
 parts="runs/acceptance/$policy"
 mkdir -p "$parts"
@@ -33,15 +39,19 @@ grid() {
       --out "$parts/grid-$k.jsonl" --deadline "$left" >> "$parts/grid-${gpus/,/}.log" 2>&1 || true
   done
 }
-tune() {
+tune() {  # whole within this call, or not at all: its wall time is the figure judged
   if [ "$with_tune" = tune ] && [ ! -e "$parts/tune.wall" ]; then
-    rm -rf "$parts/tune"  # a tune cut off by the last call starts again: its wall time must be whole
-    CUDA_VISIBLE_DEVICES=$1 /usr/bin/time -f %e -o "$parts/tune.wall" python3 -m registry tune "$policy/2xH100" \
-      --global-batch 64 --output-dir "$parts/tune" launch.main_process_port=29641 > "$parts/tune.log" 2>&1 || true
+    rm -rf "$parts/tune"
+    if ! CUDA_VISIBLE_DEVICES=$1 /usr/bin/time -f %e -o "$parts/tune.wall.part" timeout -s INT "$limit" \
+      python3 -m registry tune "$policy/2xH100" --global-batch 64 --output-dir "$parts/tune" \
+      launch.main_process_port=29641 > "$parts/tune.log" 2>&1; then
+      echo "tune_acceptance.sh: the tune did not finish within $limit s (see $parts/tune.log): give SECONDS more" >&2
+      return 0
+    fi
+    mv "$parts/tune.wall.part" "$parts/tune.wall"
   fi
 }
-gpus=$(nvidia-smi -L | grep -c '^GPU ')
-if [ "$gpus" -ge 4 ]; then
+if [ "$gpus" -eq 4 ]; then
   grid 0,1 29610 0 1 2 &
   (tune 2,3; grid 2,3 29620 3 4) &
   wait

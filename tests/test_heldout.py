@@ -124,7 +124,55 @@ def test_a_tune_run_is_judged_against_the_grid(grid, pick, tune_wall, ooms, met)
     verdict = grid.judge_tune({"points": points}, tune, tune_wall, "ref-1b")
     assert verdict["met"] is met
     assert verdict["grid_best"]["backend"] == "ddp" and verdict["grid_wall_s"] == 800.0
-    # a configuration tune could run that the grid lacks: the grid's best is a bound, never met
+    # added checkpointing is outside the grid; a configuration tune could run that the grid lacks
+    # is not: the grid's best is then a bound, never met
+    tune["candidates"].append({"backend": "ddp", "micro_batch_size": 16, "gradient_checkpointing": True})
+    assert grid.judge_tune({"points": points}, tune, tune_wall, "ref-1b")["grid_missing"] == []
     tune["candidates"].append({"backend": "fsdp", "micro_batch_size": 32, "status": "pruned"})
     partial = grid.judge_tune({"points": points}, tune, tune_wall, "ref-1b")
     assert partial["grid_missing"] == ["fsdp mb32"] and partial["met"] is False
+
+
+def test_a_tune_points_file_counts_each_configuration_once(grid, tmp_path, capsys):
+    """recipe tune's points.jsonl: a configuration measured again counts by its last measured run
+    (a later failure keeps the earlier figure); a line without `recipe` (older tunes) and a cut-off
+    last line (a host lost mid-write) are skipped and said; a broken line inside is one error."""
+
+    def line(micro, status, gib, **extra):
+        return json.dumps(
+            {
+                "recipe": "ref-1b/zero2/2xH100",
+                "overrides": ["launch.main_process_port=29641"],
+                "backend": "zero2",
+                "micro_batch_size": micro,
+                "gradient_accumulation_steps": 32 // micro,
+                "gradient_checkpointing": False,
+                "status": status,
+                "measured_allocated_gib": gib,
+                "hardware": "2 x NVIDIA H100 80GB HBM3",
+                **extra,
+            }
+        )
+
+    old = json.dumps({"backend": "ddp", "micro_batch_size": 32, "status": "measured"})
+    path = tmp_path / "points.jsonl"
+    path.write_text("\n".join([line(32, "measured", 35.0), line(32, "measured", 35.5), line(32, "failed", None)]))
+    path.write_text(path.read_text() + "\n" + line(16, "measured", 22.0) + "\n" + old + '\n{"recipe": "ref-')
+    points, host = grid.load_points(path)
+    assert host == "2 x NVIDIA H100 80GB HBM3"
+    assert sorted((p["micro_batch_size"], p["measured_allocated_gib"]) for p in points) == [(16, 22.0), (32, 35.5)]
+    assert "2 line(s) skipped" in capsys.readouterr().err
+    kept, left = grid.heldout(points, grid.calibration_keys())
+    assert [p["micro_batch_size"] for p in kept] == [32] and left["calibration"] == 1  # zero2 at 16 was fitted
+    path.write_text(line(32, "measured", 35.0) + "\nnot json\n" + line(16, "measured", 22.0))
+    with pytest.raises(SystemExit, match=r"points\.jsonl:2: not a JSON line"):
+        grid.load_points(path)
+
+
+def test_a_tune_point_is_predicted_as_it_was_composed(grid):
+    """current_prediction composes the point's overrides and added checkpointing, not the bare cell."""
+    bare = {"recipe": "pi07/zero2/8xA100", "micro_batch_size": 8}  # pi07 checkpoints by default
+    off = {**bare, "overrides": ["policy.gradient_checkpointing=false"]}
+    assert grid.current_prediction(off) > grid.current_prediction(bare)
+    assert grid.current_prediction({**off, "gradient_checkpointing": True}) == grid.current_prediction(bare)
+    assert grid.current_prediction({**bare, "overrides": ["backend=fsdp"]}) != grid.current_prediction(bare)

@@ -4,7 +4,7 @@ out-of-memory handling with fake measurements; and one real search on this CPU h
 import json
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -14,6 +14,8 @@ from conftest import run_cli
 from registry.run import tune
 from registry.run.bench import summarize
 from registry.run.tune import MEASURED, NOT_RUN, OOM, PRUNED, Candidate, Point, Search
+
+ROOT = Path(__file__).resolve().parent.parent
 
 GLOBAL = 8
 
@@ -101,6 +103,7 @@ class Fake:
 
     rates: dict
     runs: list
+    reserved: dict = field(default_factory=dict)  # GiB by (backend, micro); else micro_gib
 
     def __call__(self, c: Candidate, warmup: int, steps: int) -> Point:
         self.runs.append((c.backend, c.micro_batch_size, steps))
@@ -109,7 +112,8 @@ class Fake:
             return Point(c, OOM, reason="torch.OutOfMemoryError: CUDA out of memory")
         if got == "failed":
             return Point(c, tune.FAILED, reason="boom")
-        return Point(c, MEASURED, samples_per_s=got, peak_allocated_gib=micro_gib(c), peak_reserved_gib=micro_gib(c))
+        reserved = self.reserved.get((c.backend, c.micro_batch_size), micro_gib(c))
+        return Point(c, MEASURED, samples_per_s=got, peak_allocated_gib=micro_gib(c), peak_reserved_gib=reserved)
 
 
 def micro_gib(c: Candidate) -> float:
@@ -178,7 +182,7 @@ def test_a_tuned_file_keeps_its_own_backend(tmp_path):
 def test_only_leaders_near_the_gpus_memory_walk_down():
     """On a GPU a leader walks down only when its run reserved PRESSURE of the memory or more:
     below that a smaller micro batch only adds micro steps (ref-1b on 2 x H100: three walks from
-    micro batch 32 to 16, all 7-9% slower, each a 35 s launch)."""
+    micro batch 32 to 16, all 6-9% slower, each a 25-39 s launch)."""
     heads = (("ddp", 100.0), ("zero2", 95.0), ("zero3", 50.0), ("fsdp", 40.0))  # leaders: ddp, zero2
     rates = {(b, m): r * m / 8 for b, r in heads for m in (8, 4)}
     rates[("zero2", 4)] = 99.0  # faster one down, but its head has room: never run
@@ -205,18 +209,25 @@ def test_only_leaders_near_the_gpus_memory_walk_down():
 
 
 def test_ref_1b_on_2xh100_replayed():
-    """The rung-0 rates `recipe tune ref-1b/2xH100 --global-batch 64` measured on 2 x H100
-    (benchmarks/results/tune_2xH100_ref-1b_partial/): every head used under 65% of the GPU, so no
-    leader walks down; three leaders run again, and fsdp2 at micro batch 32 wins in 11 runs (the
-    walk-downs and a third rung made it 17)."""
-    heads = {"ddp": 173.5, "fsdp": 177.0, "fsdp-grad-op": 186.0, "fsdp2": 196.6}
-    heads |= {"zero1": 186.6, "zero2": 178.0, "zero3": 146.5, "zero3-offload": 12.7}
-    rates = {(b, m): r * m / 32 for b, r in heads.items() for m in (32, 16, 8, 4, 2, 1)}
-    fake = Fake(rates, [])
-    search = Search(points(rates), warmup=2, steps=3, capacity_gib=79.2)
+    """The rung-0 rates and reserved memory `recipe tune ref-1b/2xH100 --global-batch 64` measured
+    on 2 x H100 (benchmarks/results/tune_2xH100_ref-1b_partial/points.jsonl): every head used 42-64%
+    of the GPU, so no leader walks down; three leaders run again, and fsdp2 at micro batch 32 wins
+    in 11 runs. Without a capacity (as before the rule) the same rates take the real run's 17."""
+    lines = (ROOT / "benchmarks/results/tune_2xH100_ref-1b_partial/points.jsonl").read_text().splitlines()
+    rung0 = [x for x in map(json.loads, lines) if x["rung"] == 0]
+    capacity = rung0[0]["capacity_gib"]
+    rates = {(b, m): 1.0 for b in {x["backend"] for x in rung0} for m in (32, 16, 8, 4, 2, 1)}  # never run
+    rates |= {(x["backend"], x["micro_batch_size"]): x["samples_per_s"] for x in rung0}
+    reserved = {(x["backend"], x["micro_batch_size"]): x["measured_reserved_gib"] for x in rung0}
+    fake = Fake(rates, [], reserved)
+    search = Search(points(rates), warmup=2, steps=3, capacity_gib=capacity)
     best = search.run(fake)
     assert best.candidate.label == "fsdp2 mb32x1" and len(fake.runs) == 11
     assert [r[0] for r in fake.runs[8:]] == ["fsdp2", "zero1", "fsdp-grad-op"] and search.rungs == [(2, 3), (2, 9)]
+    walked = Fake(rates, [], reserved)
+    Search(points(rates), warmup=2, steps=3, capacity_gib=None).run(walked)
+    assert [r[:2] for r in walked.runs[8:11]] == [("fsdp2", 16), ("zero1", 16), ("fsdp-grad-op", 16)]
+    assert len(walked.runs) == 17
 
 
 def test_the_walk_down_goes_on_while_it_gets_faster():
@@ -361,6 +372,7 @@ def test_tune_on_cpu_end_to_end(tuned, tmp_path):
     assert (out / "plot.svg").read_text().startswith("<svg")
     lines = [json.loads(line) for line in (out / "points.jsonl").read_text().splitlines()]
     assert lines and all("predicted_allocated_gib" in x and "measured_allocated_gib" in x for x in lines)
+    assert all(x["recipe"] == f"tiny/{x['backend']}/cpu" for x in lines)  # what grid.py evaluate composes
     # the tuned recipe: validates, its results match the table, publish takes it
     overlay = out / "tuned.yaml"
     doc = yaml.safe_load(overlay.read_text())

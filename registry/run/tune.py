@@ -662,12 +662,15 @@ def main(
 
     def logged(entry: dict) -> None:
         """points.jsonl (and --record-to) gain each run's line as it ends: a tune killed with its
-        host still leaves its evaluation data."""
+        host still leaves its evaluation data. A write that fails is said, and the search goes on."""
         where = target.args(entry["point"].candidate.backend, sets)
         line = json.dumps(point_record(entry, where, capacity, command, hardware, versions)) + "\n"
         for path in [folder / "points.jsonl", *([record_to] if record_to else [])]:
-            with open(path, "a", encoding="utf-8") as f:
-                f.write(line)
+            try:
+                with open(path, "a", encoding="utf-8") as f:
+                    f.write(line)
+            except OSError as e:
+                print(f"recipe tune: {path}: {e.strerror}: this run's line is not recorded", file=sys.stderr)
 
     search = Search(
         points,
