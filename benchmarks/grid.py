@@ -61,7 +61,6 @@ CALIBRATION = RESULTS / "calibrate_2xH200.json"
 BACKENDS = "ddp,zero1,zero2,zero3,zero3-offload,fsdp,fsdp-grad-op,fsdp2"
 MICRO = "1,2,4,8,16,32"
 WARMUP, STEPS = 2, 4
-OOM_MARKERS = ("out of memory", "OutOfMemoryError")
 ACCEPT_MEDIAN, ACCEPT_WORST = 0.05, 0.10
 
 
@@ -164,8 +163,10 @@ def summary(records: list[dict]) -> dict:
 
 
 def failure(log: Path) -> str:
-    text = log.read_text(errors="replace") if log.exists() else ""
-    return "oom" if any(m in text for m in OOM_MARKERS) else "failed"
+    """ "oom" or "failed", read from the run's launch.log as recipe tune reads it."""
+    from registry.run.tune import failure_kind
+
+    return failure_kind(log.read_text(errors="replace") if log.exists() else "")[0]
 
 
 def run_one(config: dict, port: int, gpus: str | None, phase_timing: bool) -> dict:

@@ -23,13 +23,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from registry.train import LAUNCHED_AT  # noqa: E402 (torch-free: the names the trainer reads)
+
 SIDES = {"module": {}, "console script": {"RECIPE_ACCELERATE_CLI": "1"}}
 
 
 def once(folder: Path, extra: dict[str, str]) -> dict:
     (folder / "metrics.jsonl").unlink(missing_ok=True)
     began = time.time()
-    env = {**os.environ, **extra, "RECIPE_LAUNCHED_AT": repr(began)}
+    env = {**os.environ, **extra, LAUNCHED_AT: repr(began)}
     done = subprocess.run(["bash", "launch.sh"], cwd=folder, env=env, capture_output=True, text=True)
     wall = time.time() - began
     if done.returncode:

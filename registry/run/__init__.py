@@ -103,13 +103,19 @@ def launch_in(
     recipe: Recipe, bundle: Bundle, base: Path, echo: bool, env: dict[str, str] | None = None
 ) -> tuple[int, Path]:
     """A fresh run folder under `base` with the bundle, every local node's launch.sh started and
-    waited for (recipe bench, recipe tune, benchmarks/grid.py): the exit code and the folder. The
-    trainer's start-up timeline counts its launcher share from here."""
+    waited for (recipe bench, recipe tune, benchmarks/grid.py): the exit code and the folder."""
     folder = fresh_run_dir(recipe, None, base=base)
     write_bundle(bundle, folder)
-    launch = {**launch_env(bundle), **(env or {}), LAUNCHED_AT: repr(time.time())}
-    launches = [(["bash", "launch.sh"], node) for node in local_nodes(recipe.data, launch)]
-    return supervise(launches, folder, echo=echo), folder
+    code = start_nodes(recipe.data, ["bash", "launch.sh"], {**launch_env(bundle), **(env or {})}, folder, echo=echo)
+    return code, folder
+
+
+def start_nodes(doc: dict, command: list[str], env: dict[str, str], folder: Path, **supervising) -> int:
+    """`command` once per node this host plays (local_nodes), supervised until every one exits.
+    Each carries the launch time, from which the trainer's start-up timeline counts the
+    launcher's share."""
+    env = {**env, LAUNCHED_AT: repr(time.time())}
+    return supervise([(command, node) for node in local_nodes(doc, env)], folder, **supervising)
 
 
 def show(bundle: Bundle) -> None:
@@ -192,10 +198,9 @@ def run(
         log = hold(folder)
         write_bundle(bundle, folder)
         print(f"recipe: {recipe.name} in {folder}", file=sys.stderr)
-    env[LAUNCHED_AT] = repr(time.time())  # the trainer's start-up timeline counts the launcher's share from here
     if sys.stdout.isatty():  # the ranks write into a pipe; rank 0 draws its bar for our terminal
         env[TERMINAL] = str(shutil.get_terminal_size().columns)
-    code = supervise([(command, node_env) for node_env in local_nodes(recipe.data, env)], folder, log=log)
+    code = start_nodes(recipe.data, command, env, folder, log=log)
     if code in (128 + signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGHUP):
         _stopped(recipe, overrides, folder, code)
     return code

@@ -258,8 +258,7 @@ class Search:
     started: float = 0.0
     interrupted: bool = False
     rungs: list[tuple[int, int]] = field(default_factory=list)  # (warmup, steps) of each rung run
-    log: list[dict] = field(default_factory=list)  # one entry per run: the point's figures then
-    logged: Callable[[dict], None] = lambda entry: None  # told of each entry as it is made
+    logged: Callable[[dict], None] = lambda entry: None  # told of each run as it ends: the point's figures then
 
     def over_budget(self) -> bool:
         return self.budget_s is not None and self.clock() - self.started > self.budget_s
@@ -363,7 +362,7 @@ class Search:
             self.progress(f"rung {rung}: {c.label}: {got.status}: {got.reason}")
             if got.status == OOM:
                 prune_after_oom(self.points, point, self.capacity_gib)
-        self.log.append(
+        self.logged(
             {
                 "rung": rung,
                 "warmup": self.warmup,
@@ -377,7 +376,6 @@ class Search:
                 "reason": got.reason,
             }
         )
-        self.logged(self.log[-1])
 
 
 class _Spent(Exception):

@@ -72,8 +72,8 @@ def slurm_counts(text: str) -> dict[str, str]:
             counts["nodes"] = value
         elif key == "--gpus-per-node":
             counts["gpus_per_node"] = value.split(":")[-1]
-        elif key == "--gres" and _gres_gpus(value) is not None:
-            counts["gpus_per_node"] = _gres_gpus(value)
+        elif key == "--gres" and (gres := _gres_gpus(value)) is not None:
+            counts["gpus_per_node"] = gres
         elif key in TOTAL_GPU_OPTIONS:
             counts["gpus"] = value.split(":")[-1]
     return counts
