@@ -4,7 +4,9 @@ buckets) and the optimizer step (gradients and the optimizer's temporaries); bot
 every rank keeps between steps. The byte counts per parameter are those measured with the
 built-in trainer on GPUs (benchmarks/calibrate.py); they refine the model-state
 accounting of docs/failure-modes.md §24 with DDP's gradient buckets, autocast's weight copies and DeepSpeed's fp32 gradient
-partition. Pure arithmetic on the resolved document: no torch.
+partition. Under gradient accumulation every micro step after the first runs its forward and
+backward beside the gradients the earlier ones left (docs/failure-modes.md §47). Pure arithmetic
+on the resolved document: no torch.
 
 The schema bounds types and signs, not magnitudes: a count beyond float range or a product that
 overflows gives an estimate that is not `finite`, which `recipe estimate` and the memory-fit rule
@@ -23,9 +25,11 @@ GIB = 1024**3
 CUDA_CONTEXT_GIB = 0.5  # held outside torch's allocator on every rank
 WORKSPACE_GIB = 0.1  # allocated between steps beyond the model states: 0.08-0.11 GiB on every backend measured
 DEEPSPEED_MAX_LIVE = 1e9  # DeepSpeed's default stage3_max_live_parameters
+DEEPSPEED_PREFETCH = 5e7  # DeepSpeed's default stage3_prefetch_bucket_size
 ROWS = (
     "parameters",
     "gradients",
+    "accumulated gradients",
     "optimizer states",
     "communication buckets",
     "gathered weights",
@@ -102,7 +106,9 @@ def estimate(recipe: Section) -> Estimate | None:
     gpu, mem = recipe.hardware.gpu, recipe.policy.memory
     if gpu is None or mem.params is None:
         return None
-    kept, forward, step = _layout(recipe)
+    kept, forward, step, accumulated = _layout(recipe)
+    if _float(recipe.train.gradient_accumulation_steps) > 1:
+        forward = {**forward, "accumulated gradients": accumulated}
     overhead = _float(recipe.backend.memory.allocator_overhead)
     micro = recipe.train.micro_batch_size
     per_sample = _activation_per_sample(recipe)
@@ -183,8 +189,10 @@ class Sizes:
         return 2 if self.mixed else 4
 
 
-def _layout(recipe: Section) -> tuple[dict, dict, dict]:
-    """Bytes per rank by row: kept between steps, added in forward/backward, added in the step."""
+def _layout(recipe: Section) -> tuple[dict, dict, dict, float]:
+    """Bytes per rank by row: kept between steps, added in forward/backward, added in the step;
+    and the gradients that accumulation carries from one micro step into the next one's forward
+    and backward (accelerate's `accumulate` skips the synchronisation between them)."""
     backend, mem = recipe.backend, recipe.policy.memory
     sizes = Sizes(
         params=_float(mem.params),
@@ -196,15 +204,16 @@ def _layout(recipe: Section) -> tuple[dict, dict, dict]:
     return LAYOUTS[backend.kind](recipe, backend, sizes)
 
 
-def _ddp(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict]:
+def _ddp(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict, float]:
     # fp32 weights with autocast, and bucket copies of the gradients for the all-reduce
     P, T = z.params, z.trainable
     kept = {"parameters": 4 * P, "optimizer states": 8 * T, "communication buckets": 4 * T}
     forward = {"gathered weights": 2 * P if z.mixed else 0.0}  # autocast's low-precision weight copies
-    return kept, forward, {"gradients": 4 * T, "optimizer temporaries": 4 * T}  # foreach Adam: one fp32 copy
+    step = {"gradients": 4 * T, "optimizer temporaries": 4 * T}  # foreach Adam: one fp32 copy
+    return kept, forward, step, 4 * T  # no_sync: the fp32 .grad of every parameter
 
 
-def _fsdp(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict]:
+def _fsdp(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict, float]:
     P, T = z.params, z.trainable
     sharding = backend.sharding
     shards = _world(recipe) if sharding in ("FULL_SHARD", "SHARD_GRAD_OP") or backend.version == 2 else 1.0
@@ -216,10 +225,14 @@ def _fsdp(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict
     else:
         gathered = (z.root + 2 * z.unit) * (4 + z.low if z.mixed else 4)  # root all step, two blocks in flight
     kept = {"parameters": 4 * P / shards, "optimizer states": 8 * T / shards}  # fp32 flat parameters
-    return kept, {"gathered weights": gathered}, {"gradients": 4 * T / shards, "optimizer temporaries": 4 * T / shards}
+    step = {"gradients": 4 * T / shards, "optimizer temporaries": 4 * T / shards}
+    # FSDP1's no_sync and FSDP2's set_requires_gradient_sync(False) skip the reduce-scatter and
+    # keep every unsharded gradient, in the compute dtype, until the micro step that syncs
+    accumulated = T * z.low if shards > 1 else 4 * T
+    return kept, {"gathered weights": gathered}, step, accumulated
 
 
-def _deepspeed(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict]:
+def _deepspeed(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict, float]:
     P, T, n = z.params, z.trainable, _world(recipe)
     stage, offload = backend.zero_stage, backend.offload
     optimizer_shards = n if stage >= 1 else 1
@@ -231,12 +244,20 @@ def _deepspeed(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict,
         params = 0.0 if offload.param != "none" else z.low * P / n
         kept = {"parameters": params, "optimizer states": optim, "gradients": grads}
         gathered = min(P, DEEPSPEED_MAX_LIVE) * z.low  # ZeRO-3 keeps up to this many gathered
-        return kept, {"communication buckets": bucket, "gathered weights": gathered}, {}
+        if offload.param != "none":  # partitions copied in from CPU ahead of their all-gather
+            gathered += min(P / n, DEEPSPEED_PREFETCH) * z.low
+        # the fp32 partition it keeps between steps is where micro steps accumulate: nothing more
+        return kept, {"communication buckets": bucket, "gathered weights": gathered}, {}, 0.0
     buckets = bucket * (2 if backend.overlap_comm else 1)  # double-buffered when overlapping
+    # ZeRO-1 accumulates in every parameter's low-precision .grad (accelerate's no_sync); ZeRO-2
+    # reduces each micro step into its partition of averaged gradients; with the optimizer on CPU
+    # both accumulate there
+    accumulated = 0.0 if on_cpu else z.low * T / (n if stage == 2 else 1)
     return (
         {"parameters": z.low * P, "optimizer states": optim},
         {"communication buckets": buckets},
         {"communication buckets": buckets, "gradients": grads},
+        accumulated,
     )
 
 
