@@ -47,6 +47,7 @@ class Estimate:
     capacity_gib: float
     phases: dict[str, dict[str, float]]  # FORWARD and STEP: GiB per rank by row, in report order
     micro_batch_size: int
+    accumulation: int  # micro steps per optimizer step
     per_sample_gib: float  # activations of one sample
     overhead: float  # allocator overhead, as a fraction of transient memory
 
@@ -107,14 +108,15 @@ def estimate(recipe: Section) -> Estimate | None:
     if gpu is None or mem.params is None:
         return None
     kept, forward, step, accumulated = _layout(recipe)
-    if _float(recipe.train.gradient_accumulation_steps) > 1:
+    accumulation = recipe.train.gradient_accumulation_steps
+    if _float(accumulation) > 1:
         forward = {**forward, "accumulated gradients": accumulated}
     overhead = _float(recipe.backend.memory.allocator_overhead)
     micro = recipe.train.micro_batch_size
     per_sample = _activation_per_sample(recipe)
     forward = {**forward, "activations": per_sample * _float(micro) * GIB}
     phases = {name: _rows(kept, extra, overhead) for name, extra in ((FORWARD, forward), (STEP, step))}
-    return Estimate(_float(gpu.memory_gib), phases, micro, per_sample, overhead)
+    return Estimate(_float(gpu.memory_gib), phases, micro, accumulation, per_sample, overhead)
 
 
 def _float(value) -> float:

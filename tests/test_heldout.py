@@ -1,6 +1,7 @@
 """benchmarks/grid.py evaluate: held-out points are those the estimator was not fitted on (another
-recipe or micro batch than the calibration file's), measured with accumulation 1; the error is
-|predicted / measured - 1|, summarised as count, median and worst, overall and per backend."""
+recipe, micro batch or accumulation than the calibration files'); the error is
+|predicted / measured - 1|, summarised as count, median, worst and under-predictions, overall, per
+backend and apart for accumulation 1 and above it, each judged by its own bar."""
 
 import importlib.util
 import json
@@ -24,57 +25,106 @@ def points():
     return json.loads(FIXTURE.read_text())["points"]
 
 
-def test_calibration_set_is_the_36_fitted_points(grid):
+def test_calibration_set_is_the_fitted_points(grid):
     keys = grid.calibration_keys()
-    assert len(keys) == 36
-    assert ("ref-100m/ddp/2xH100", 2) in keys and ("ref-1b/fsdp2/2xH100", 16) in keys
-    assert ("ref-1b/fsdp-grad-op/2xH100", 4) not in keys and ("ref-100m/ddp/2xH100", 4) not in keys
+    assert len(keys) == 36 + 48  # accumulation 1; accumulation > 1 (ref-100m's grid, ref-1b at 8 x 4)
+    assert ("ref-100m/ddp/2xH100", 2, 1) in keys and ("ref-1b/fsdp2/2xH100", 16, 1) in keys
+    assert ("ref-100m/zero3/2xH100", 1, 32) in keys and ("ref-1b/zero3-offload/2xH100", 8, 4) in keys
+    assert ("ref-1b/fsdp-grad-op/2xH100", 4, 1) not in keys and ("ref-100m/ddp/2xH100", 4, 1) not in keys
+    assert ("ref-100m/ddp/2xH100", 32, 1) not in keys  # the grid's accumulation-1 points stay held out
+    assert not {k for k in keys if k[2] > 1 and k[1] in (3, 6, 12)}  # the held-out accumulation grid
 
 
 def test_picks_out_held_out_points(grid):
     kept, left = grid.heldout(points(), grid.calibration_keys())
-    assert [(p["recipe"], p["micro_batch_size"]) for p in kept] == [
-        ("ref-100m/ddp/2xH100", 4),  # calibrated backend, other micro batch
-        ("ref-100m/zero3-offload/2xH100", 2),  # calibrated micro batch, other backend
-        ("ref-1b/fsdp-grad-op/2xH100", 4),
-        ("ref-1b/zero2/2xH100", 12),
+    assert [(p["recipe"], p["micro_batch_size"], grid.accumulation(p)) for p in kept] == [
+        ("ref-100m/ddp/2xH100", 4, 1),  # calibrated backend, other micro batch
+        ("ref-100m/zero3-offload/2xH100", 2, 1),  # calibrated micro batch, other backend
+        ("ref-1b/fsdp-grad-op/2xH100", 4, 1),
+        ("ref-1b/zero2/2xH100", 12, 1),
+        ("ref-1b/zero2/2xH100", 4, 8),  # calibrated pair at accumulation 1, not at 8
     ]
-    assert left == {"calibration": 2, "accumulation": 1, "not measured": 2}
-    kept_all, left_all = grid.heldout(points(), grid.calibration_keys(), any_accumulation=True)
-    assert len(kept_all) == 5 and left_all["accumulation"] == 0
+    # ref-100m ddp 2 and ref-1b fsdp 16 (accumulation 1), ref-1b ddp 8 x 4 (accumulation calibration)
+    assert left == {"calibration": 3, "not measured": 2}
 
 
-def test_median_and_worst(grid):
+def test_median_worst_and_under_predictions(grid):
     kept, _ = grid.heldout(points(), grid.calibration_keys())
-    guesses = {  # ratios 1.05, 1.10, 1.20, 0.95
-        "ref-100m/ddp/2xH100": 2.1,
-        "ref-100m/zero3-offload/2xH100": 4.4,
-        "ref-1b/fsdp-grad-op/2xH100": 12.0,
-        "ref-1b/zero2/2xH100": 19.0,
+    guesses = {  # ratios 1.05, 1.10, 1.20, 0.95, 0.90
+        ("ref-100m/ddp/2xH100", 1): 2.1,
+        ("ref-100m/zero3-offload/2xH100", 1): 4.4,
+        ("ref-1b/fsdp-grad-op/2xH100", 1): 12.0,
+        ("ref-1b/zero2/2xH100", 1): 19.0,
+        ("ref-1b/zero2/2xH100", 8): 12.6,
     }
-    rows = grid.errors(kept, lambda p: guesses[p["recipe"]])
+    rows = grid.errors(kept, lambda p: guesses[p["recipe"], grid.accumulation(p)])
     overall = grid.stats(rows)
-    assert overall["count"] == 4
-    assert overall["median"] == pytest.approx((0.05 + 0.10) / 2)
+    assert overall["count"] == 5
+    assert overall["median"] == pytest.approx(0.10)
     assert overall["worst"] == pytest.approx(0.20)
-    assert overall["worst_point"] == "ref-1b/fsdp-grad-op/2xH100 micro 4"
-    assert overall["over_5_percent"] == 2  # 0.05 itself is not over
-    assert grid.stats([r for r in rows if r["backend"] == "zero2"])["worst"] == pytest.approx(0.05)
+    assert overall["worst_point"] == "ref-1b/fsdp-grad-op/2xH100 micro 4 accumulation 1"
+    assert overall["over_5_percent"] == 3  # 0.05 itself is not over
+    assert overall["under_predicted"] == 2 and overall["under_rate"] == pytest.approx(0.4)
+    assert overall["under_5_percent"] == 1 and overall["worst_under"] == pytest.approx(0.10)
+    assert grid.stats([r for r in rows if r["backend"] == "zero2"])["worst"] == pytest.approx(0.10)
     assert grid.stats([])["count"] == 0
+
+
+@pytest.mark.parametrize(
+    ("group", "median", "worst", "under", "met"),
+    [
+        ("accumulation 1", 0.05, 0.10, 3, True),  # issue 15's bar: no limit on under-predictions
+        ("accumulation 1", 0.051, 0.10, 0, False),
+        ("accumulation > 1", 0.03, 0.08, 0, True),
+        ("accumulation > 1", 0.031, 0.08, 0, False),
+        ("accumulation > 1", 0.03, 0.081, 0, False),
+        ("accumulation > 1", 0.01, 0.04, 1, False),  # one point under by more than 5%
+    ],
+)
+def test_each_group_has_its_own_bar(grid, group, median, worst, under, met):
+    summary = {"count": 24, "median": median, "worst": worst, "under_5_percent": under}
+    assert grid.judge(group, summary, 24)["met"] is met
+    assert grid.judge(group, {**summary, "count": 23}, 24)["met"] is False
 
 
 def test_evaluate_writes_the_report(grid, tmp_path, capsys):
     out = tmp_path / "heldout.json"
-    code = grid.main(["evaluate", str(FIXTURE), "--output", str(out), "--min-points", "4"])
+    code = grid.main(["evaluate", str(FIXTURE), "--output", str(out), "--min-points", "1"])
     report = json.loads(out.read_text())
-    assert report["overall"]["count"] == 4 and set(report["by_backend"]) == {
+    assert report["overall"]["count"] == 5 and set(report["by_backend"]) == {
         "ddp",
         "zero3-offload",
         "fsdp-grad-op",
         "zero2",
     }
+    assert report["groups"]["accumulation 1"]["count"] == 4 and report["groups"]["accumulation > 1"]["count"] == 1
+    assert set(report["acceptance"]["groups"]) == {"accumulation 1", "accumulation > 1"}
     assert code == (0 if report["acceptance"]["met"] else 1)
-    assert "held out: 4 points" in capsys.readouterr().out
+    assert "held out: 5 points" in capsys.readouterr().out
+
+
+def test_committed_report_meets_both_bars(grid, tmp_path):
+    """benchmarks/results/heldout.json recomputed from the committed measurements: the estimator
+    change that breaks a held-out point fails here, not only on the next GPU session."""
+    results = ROOT / "benchmarks" / "results"
+    sources = [
+        results / "grid_2xH100_heldout.json",
+        results / "grid_2xH100_ref-100m.json",
+        results / "tune_2xH100_ref-1b_partial" / "points.jsonl",
+        results / "grid_4xH200_accumulation.json",
+    ]
+    out = tmp_path / "heldout.json"
+    assert grid.main(["evaluate", *map(str, sources), "--output", str(out)]) == 0
+    report = json.loads(out.read_text())
+    many = report["groups"]["accumulation > 1"]
+    assert many["count"] >= 48 and many["under_5_percent"] == 0
+    assert {r["backend"] for r in report["points"] if r["gradient_accumulation_steps"] > 1} == set(
+        grid.BACKENDS.split(",")
+    )
+    assert {r["recipe"].split("/")[0] for r in report["points"] if r["gradient_accumulation_steps"] > 1} == {
+        "ref-100m",
+        "ref-1b",
+    }
 
 
 def test_grid_keeps_the_global_batch(grid):
@@ -157,13 +207,21 @@ def test_a_tune_points_file_counts_each_configuration_once(grid, tmp_path, capsy
     old = json.dumps({"backend": "ddp", "micro_batch_size": 32, "status": "measured"})
     path = tmp_path / "points.jsonl"
     path.write_text("\n".join([line(32, "measured", 35.0), line(32, "measured", 35.5), line(32, "failed", None)]))
-    path.write_text(path.read_text() + "\n" + line(16, "measured", 22.0) + "\n" + old + '\n{"recipe": "ref-')
+    fitted = line(16, "measured", 22.0, gradient_accumulation_steps=1)
+    path.write_text(
+        path.read_text() + "\n" + fitted + "\n" + line(8, "measured", 17.0) + "\n" + old + '\n{"recipe": "ref-'
+    )
     points, host = grid.load_points(path)
     assert host == "2 x NVIDIA H100 80GB HBM3"
-    assert sorted((p["micro_batch_size"], p["measured_allocated_gib"]) for p in points) == [(16, 22.0), (32, 35.5)]
+    assert sorted((p["micro_batch_size"], p["measured_allocated_gib"]) for p in points) == [
+        (8, 17.0),
+        (16, 22.0),
+        (32, 35.5),
+    ]
     assert "2 line(s) skipped" in capsys.readouterr().err
     kept, left = grid.heldout(points, grid.calibration_keys())
-    assert [p["micro_batch_size"] for p in kept] == [32] and left["calibration"] == 1  # zero2 at 16 was fitted
+    # zero2 at 16 x 1 and at 8 x 4 were fitted; 32 x 1 was not
+    assert [p["micro_batch_size"] for p in kept] == [32] and left["calibration"] == 2
     path.write_text(line(32, "measured", 35.0) + "\nnot json\n" + line(16, "measured", 22.0))
     with pytest.raises(SystemExit, match=r"points\.jsonl:2: not a JSON line"):
         grid.load_points(path)
@@ -176,3 +234,19 @@ def test_a_tune_point_is_predicted_as_it_was_composed(grid):
     assert grid.current_prediction(off) > grid.current_prediction(bare)
     assert grid.current_prediction({**off, "gradient_checkpointing": True}) == grid.current_prediction(bare)
     assert grid.current_prediction({**bare, "overrides": ["backend=fsdp"]}) != grid.current_prediction(bare)
+
+
+def test_the_figures_users_read_are_the_reports():
+    """`recipe estimate --help` and the README quote benchmarks/results/heldout.json: a new
+    measurement that changes them fails here until the text follows."""
+    from registry.commands.estimate import EXAMPLES
+
+    report = json.loads((ROOT / "benchmarks" / "results" / "heldout.json").read_text())
+    readme = (ROOT / "README.md").read_text()
+    for group, label in (("accumulation 1", "accumulation 1:  "), ("accumulation > 1", "accumulation 2-8:")):
+        g = report["groups"][group]
+        line = f"{label} {g['count']} points, median {g['median']:.1%}, worst {g['worst']:.1%}"
+        assert line in EXAMPLES
+        row = f"| {g['count']} | {g['median']:.1%} | {g['worst']:.1%} (over) | {g['under_predicted']} of {g['count']} |"
+        assert row in readme, row
+        assert g["under_5_percent"] == 0
