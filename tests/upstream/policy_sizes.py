@@ -301,7 +301,9 @@ def opentau(policies: list[str]) -> dict:
 
 
 def versions(trainer: str) -> dict:
-    names = ["torch", "transformers"] + (["lerobot", "diffusers", "torchvision"] if trainer == "lerobot" else ["opentau"])
+    names = ["torch", "transformers"] + (
+        ["lerobot", "diffusers", "torchvision"] if trainer == "lerobot" else ["opentau"]
+    )
     found = {"python": platform.python_version()}
     for name in names:
         with contextlib.suppress(Exception):
@@ -324,10 +326,7 @@ def main(argv=None) -> int:
     unknown = [p for p in policies if p not in known]
     if unknown:
         parser.error(f"unknown {args.trainer} policies: {unknown} (known: {list(known)})")
-    if args.trainer == "lerobot":
-        found = lerobot(policies, not args.no_activations)
-    else:
-        found = opentau(policies)
+    found = lerobot(policies, not args.no_activations) if args.trainer == "lerobot" else opentau(policies)
     report = {"trainer": args.trainer, "versions": versions(args.trainer), "policies": found}
     text = json.dumps(report, indent=1)
     if args.output:
