@@ -40,6 +40,19 @@ def losses(log: str) -> list[tuple[str, float]]:
     return found
 
 
+def launch(cell: str, overrides: list[str], folder: Path, allow_mismatch: bool, env: dict | None = None):
+    """`recipe run CELL OVERRIDES --output-dir FOLDER`: (command, completed process, wall seconds, the
+    run's launch.log, or the command's own output when the run folder has none)."""
+    command = [sys.executable, "-m", "registry", "run", cell, *overrides, "--output-dir", str(folder)]
+    if allow_mismatch:
+        command.append("--allow-hardware-mismatch")
+    start = time.time()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
+    wall = time.time() - start
+    log = (folder / "launch.log").read_text() if (folder / "launch.log").is_file() else done.stdout + done.stderr
+    return command, done, wall, log
+
+
 def recipe_values(cell: str, overrides: list[str]) -> dict:
     out = subprocess.run(
         [sys.executable, "-m", "registry", "show", cell, *overrides, "--format", "json"],
@@ -89,13 +102,7 @@ def one(cell: str, args) -> dict:
         "policy.options.pretrained_backbone_weights=null",  # ResNet weights need a download
         *args.override,
     ]
-    command = [sys.executable, "-m", "registry", "run", cell, *overrides, "--output-dir", str(folder)]
-    if args.allow_hardware_mismatch:
-        command.append("--allow-hardware-mismatch")
-    start = time.time()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    wall = time.time() - start
-    log = (folder / "launch.log").read_text() if (folder / "launch.log").is_file() else done.stdout + done.stderr
+    command, done, wall, log = launch(cell, overrides, folder, args.allow_hardware_mismatch)
     series = losses(log)
     steps = sorted((folder / "output" / "checkpoints").glob("[0-9]*")) if folder.is_dir() else []
     saved = steps[-1] / "pretrained_model" / "train_config.json" if steps else None
