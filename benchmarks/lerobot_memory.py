@@ -4,7 +4,7 @@ Measure (on a GPU host with LeRobot installed; see benchmarks/README.md for the 
 
     python3 benchmarks/lerobot_memory.py measure --env "$(which python3)" --dataset-root /tmp/ds/toy \\
         --out points.jsonl [--policies act,diffusion] [--backends ddp,fsdp-grad-op,fsdp,fsdp2]
-        [--micro 4,8,16] [--steps 30] [--gpus 0,1] [--port 29610] [--deadline-s 1500]
+        [--micro 4,8,16] [--steps 30] [--gpus 0,1] [--port 29610] [--deadline-s 1500] [--set KEY=VALUE ...]
 
 For each policy x backend x micro batch it trains POLICY/BACKEND/2xH100 through `recipe run`
 (benchmarks/lerobot_e2e.py's launch), reads LeRobot's logged `mem_gb` (lerobot_train.py:
@@ -119,6 +119,7 @@ def measure_one(cell: str, micro: int, args) -> dict:
         "policy.options.pretrained_backbone_weights=null",  # ResNet weights need a download
         f"launch.main_process_port={args.port}",
         *toy_overrides(policy),
+        *args.set,
     ]
     env = dict(os.environ)
     if args.gpus:
@@ -259,6 +260,13 @@ def main(argv=None) -> int:
     m.add_argument("--port", type=int, default=29610, help="rendezvous port (launch.main_process_port)")
     m.add_argument("--deadline-s", type=float, help="start no run after this many seconds")
     m.add_argument("--host", help="a label kept with each point (default: from nvidia-smi, e.g. 2xH100)")
+    m.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a recipe override for every run and its estimate, e.g. backend.cpu_ram_efficient_loading=false",
+    )
     r = sub.add_parser("report", help="summarise recorded points against the 15% acceptance")
     r.add_argument("points", type=Path, nargs="+")
     r.add_argument("--host", help="names the results file (default: the points' host label)")

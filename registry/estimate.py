@@ -224,6 +224,10 @@ def _fsdp(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict
         shards = max(1.0, _float(recipe.hardware.gpus_per_node))
     if sharding == "SHARD_GRAD_OP" or shards == 1:
         gathered = P * z.low if z.mixed or shards > 1 else 0.0  # gathered between forward and backward
+    elif backend.version == 1:
+        # the root stays gathered from forward into backward in fp32 (autocast's copies of it die
+        # with the autocast context); one block in flight with its copy (docs/failure-modes.md §48)
+        gathered = z.root * 4 + z.unit * (4 + z.low if z.mixed else 4)
     else:
         gathered = (z.root + 2 * z.unit) * (4 + z.low if z.mixed else 4)  # root all step, two blocks in flight
     kept = {"parameters": 4 * P / shards, "optimizer states": 8 * T / shards}  # fp32 flat parameters
