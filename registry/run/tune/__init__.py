@@ -5,9 +5,13 @@ Candidates the rules reject, or that the estimator puts over LIMIT of the GPU's 
 pruned before anything runs. Survivors run under `recipe bench`'s measuring conditions, keeping
 their accumulation, with successive halving: every survivor for a few steps, then the best
 1/ETA for ETA times as many, until one is left. An out-of-memory run is recorded and pruned
-(with every larger micro batch of its backend); no failure stops the search. The search logic is
-pure functions over Candidate and Point; `search` runs them with a measuring function, which the
-tests replace with fake measurements."""
+(with every larger micro batch of its backend); no failure stops the search. Every figure is a
+median with its interval (registry/run/interval.py); leaders within noise of the best are
+launched again, and a tie left is said and broken by stated criteria (ties.py).
+
+space.py: the target and its candidates, judged before anything runs; search.py: the search, pure
+over Candidate and Point with a measuring function (the tests pass fakes); ties.py: rivals and
+tie-breaking; measure.py: one real run; report.py: the table, results.json and tuned.yaml."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from pathlib import Path
 from registry.compose import compose
 from registry.errors import RecipeError
 from registry.files import write_atomic
+from registry.run import interval
 from registry.run.tune.measure import OOM_MARKERS, failure_kind, measure_with_bench, point_record
 from registry.run.tune.report import RUN_ONLY, overlay_pick, results_json, table_text, write_overlay
 from registry.run.tune.search import (
@@ -50,7 +55,10 @@ from registry.run.tune.space import (
     parse_target,
     space,
 )
+from registry.run.tune.ties import SIMPLICITY, Tie, break_tie, rivals
 from registry.sharing import sources
+
+TIE_RUNS = 4  # launches allowed after the last rung to separate the best from those within noise
 
 __all__ = [
     "CLOSE",
@@ -64,6 +72,8 @@ __all__ = [
     "PRESSURE",
     "PRUNED",
     "RUN_ONLY",
+    "SIMPLICITY",
+    "TIE_RUNS",
     "Candidate",
     "Checked",
     "Interrupted",
@@ -71,6 +81,8 @@ __all__ = [
     "Point",
     "Search",
     "Target",
+    "Tie",
+    "break_tie",
     "candidates",
     "failure_kind",
     "global_batch_of",
@@ -84,6 +96,7 @@ __all__ = [
     "prune_after_oom",
     "ranking",
     "results_json",
+    "rivals",
     "space",
     "survivors",
     "table_text",
@@ -104,6 +117,7 @@ def main(
     record_to: str | None,
     allow_mismatch: bool,
     command: str,
+    tie_runs: int = TIE_RUNS,
 ) -> int:
     from registry.run import bench, plot
 
@@ -159,11 +173,13 @@ def main(
         progress=lambda line: print(f"recipe tune: {line}", file=sys.stderr, flush=True),
         capacity_gib=capacity,
         logged=logged,
+        tie_runs=tie_runs,
     )
     best = search.run(measure_with_bench(target, sets, folder, allow_mismatch))
-    text = table_text(points, capacity)
+    text = table_text(points, capacity, best)
     if capacity is None:
         text += "no memory pruning: the hardware part has no GPU (peak memory is the processes' resident set)\n"
+    text += verdict(search, best)
     write_atomic(folder / "table.txt", text)
     info = {
         "target": target.text,
@@ -172,6 +188,9 @@ def main(
         "rungs": search.rungs,
         "interrupted": search.interrupted,
         "command": command,
+        "interval_method": interval.METHOD,
+        "tie": search.tie.json() if search.tie else None,
+        "tie_runs": {"allowed": tie_runs, "used": search.tie_runs_used},
     }
     write_atomic(folder / "results.json", json.dumps(results_json(points, best, info), indent=2) + "\n")
     write_atomic(folder / "plot.svg", plot.svg(points, capacity, f"{target.text}: global batch {global_batch}"))
@@ -180,8 +199,7 @@ def main(
         print(f"recipe tune: nothing measured; see {folder / 'table.txt'}", file=sys.stderr)
         return 130 if search.interrupted else 1
     print(
-        f"best: {best.candidate.label}: {best.samples_per_s:.1f} samples/s"
-        + (" (so far: interrupted)" if search.interrupted else "")
+        f"best: {best.candidate.label}: {best.figure.text()}" + (" (so far: interrupted)" if search.interrupted else "")
     )
     kept, note = overlay_pick(target, best, points)
     if note:
@@ -192,6 +210,19 @@ def main(
         file=sys.stderr,
     )
     return 130 if search.interrupted else 0
+
+
+def verdict(search: Search, best: Point | None) -> str:
+    """Whether the pick is resolved from the rest, or a tie and how it was broken."""
+    if best is None:
+        return ""
+    if search.tie is not None:
+        spent = f" ({search.tie.runs} more runs did not separate them)" if search.tie.runs else ""
+        return search.tie.text() + spent + "\n"
+    if sum(p.status == MEASURED for p in search.points) > 1:
+        how = "" if best.figure.sure else f" (more than {1 - CLOSE:.0%} ahead: its interval is under 95%)"
+        return f"resolved: the interval of {best.candidate.label} is clear of every other measured candidate's{how}\n"
+    return ""
 
 
 def _output(target: Target, output_dir: str | None) -> Path:

@@ -43,6 +43,7 @@ def measure_with_bench(target: Target, sets: list[str], folder: Path, allow_mism
                 c,
                 MEASURED,
                 samples_per_s=outcome.samples_per_s,
+                launches=outcome.rates,
                 peak_allocated_gib=outcome.peak_allocated_gib,
                 peak_reserved_gib=outcome.peak_reserved_gib,
                 run_dir=run_dir,
@@ -81,7 +82,8 @@ def point_record(
         "rung": entry["rung"],
         "warmup": entry["warmup"],
         "steps": entry["steps"],
-        "samples_per_s": entry["samples_per_s"],
+        "samples_per_s": entry["samples_per_s"],  # this run's median step, and its interval
+        "samples_per_s_interval": entry.get("interval"),
         "predicted_allocated_gib": p.predicted_gib,
         "predicted_fraction": p.predicted_fraction,
         "measured_allocated_gib": entry["peak_allocated_gib"],

@@ -14,11 +14,12 @@ from registry.run.tune.space import MEASURED, Point, Target
 from registry.validate import validate
 
 
-def table_text(points: list[Point], capacity: float | None) -> str:
+def table_text(points: list[Point], capacity: float | None, first: Point | None = None) -> str:
+    """Every candidate, the pick first; SAMPLES/S is the median step's of every launch pooled."""
     from registry.commands.render import table
 
     rows = []
-    for rank, p in enumerate(ranking(points), 1):
+    for rank, p in enumerate(ranking(points, first), 1):
         c = p.candidate
         predicted = "-"
         if p.predicted_fraction is not None:
@@ -31,19 +32,22 @@ def table_text(points: list[Point], capacity: float | None) -> str:
                 str(c.accumulation),
                 "yes" if c.checkpointing else "no",
                 f"{p.samples_per_s:.1f}" if p.status == MEASURED else "-",
+                f"{p.figure.bounds()} {p.figure.confidence:.0%}" if p.status == MEASURED else "-",
                 f"{p.peak_allocated_gib:.2f}" if p.peak_allocated_gib is not None else "-",
                 predicted,
-                str(p.steps) if p.status == MEASURED else "-",
+                f"{p.figure.launches}/{p.figure.steps}" if p.status == MEASURED else "-",
                 p.status + (f": {p.reason}" if p.reason else ""),
             ]
         )
-    header = ["RANK", "BACKEND", "MICRO", "ACCUM", "CKPT", "SAMPLES/S", "PEAK GiB", "PREDICTED GiB", "STEPS", "STATUS"]
+    header = ["RANK", "BACKEND", "MICRO", "ACCUM", "CKPT", "SAMPLES/S", "INTERVAL", "PEAK GiB", "PREDICTED GiB"]
+    header += ["RUNS/STEPS", "STATUS"]
     return table(rows, header)
 
 
 def results_json(points: list[Point], best: Point | None, info: dict) -> dict:
+    """Every candidate, the pick first (`winner`); samples_per_s with its interval."""
     rows = []
-    for p in ranking(points):
+    for p in ranking(points, best):
         c = p.candidate
         rows.append(
             {
@@ -56,6 +60,7 @@ def results_json(points: list[Point], best: Point | None, info: dict) -> dict:
                 "rung": p.rung,
                 "steps": p.steps,
                 "samples_per_s": p.samples_per_s,
+                "samples_per_s_interval": p.figure.json() if p.status == MEASURED else None,
                 "peak_allocated_gib": p.peak_allocated_gib,
                 "peak_reserved_gib": p.peak_reserved_gib,
                 "predicted_allocated_gib": p.predicted_gib,
@@ -96,7 +101,7 @@ def write_overlay(
         "summary": (
             f"{parent} tuned by recipe tune: micro batch {c.micro_batch_size} x accumulation {c.accumulation}"
             + (", gradient checkpointing" if c.checkpointing else "")
-            + f", {best.samples_per_s:.1f} samples/s"
+            + f", {best.samples_per_s:.1f} samples/s {best.figure.bounds()}"
         ),
         "tags": ["tuned"],
     }
@@ -118,7 +123,13 @@ def write_overlay(
     write_atomic(path, text)
     fraction = (best.peak_reserved_gib + CUDA_CONTEXT_GIB) / capacity if capacity else None
     bench.record(
-        best.outcome, path, command, best.steps, source="recipe tune (built-in trainer)", memory_fraction=fraction
+        best.outcome,
+        path,
+        command,
+        best.steps,
+        source="recipe tune (built-in trainer)",
+        memory_fraction=fraction,
+        figure=best.figure,  # every launch of the pick, not only its last
     )
     composed = compose(str(path))
     errors = [p for p in validate(composed.data, composed.origins) if p.is_error]

@@ -1,5 +1,8 @@
 """The search of `recipe tune`: pure functions over Candidate and Point, and `Search`, which runs
-them with a measuring function (the tests replace it with fake measurements)."""
+them with a measuring function (the tests replace it with fake measurements). Each launch of a
+candidate adds its per-step rates to the candidate's figure (registry/run/interval.py); when the
+best is not separated from others, they are measured again (at most `tie_runs` launches), and a
+tie that remains is broken by registry/run/tune/ties.py."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from dataclasses import dataclass, field
 
 from registry.estimate import CUDA_CONTEXT_GIB
 from registry.run.tune.space import FAILED, LIMIT, MEASURED, NOT_RUN, OOM, PRUNED, Candidate, Point
+from registry.run.tune.ties import Tie, break_tie, rivals
 
 ETA = 3  # successive halving keeps the best 1/ETA of each rung for the next
 # ... of those within CLOSE of the rung's best: each launch pays 20-30 s of start-up and exit on a GPU
@@ -35,7 +39,9 @@ class Search:
     its largest micro batch predicted to fit, then walks the leading 1/ETA of them (within CLOSE
     of the best, and near the GPU's memory: PRESSURE) down to smaller micro batches while that
     gets faster. Each later rung runs the best 1/ETA of the previous one (within CLOSE) ETA times
-    longer, until one is left. `warmup` and `steps` are rung 0's."""
+    longer, until one is left. `warmup` and `steps` are rung 0's. Then, while the best's interval
+    overlaps another's (ties.rivals), those are launched again with the last rung's steps, at most
+    `tie_runs` launches in all; a tie left is broken by ties.break_tie and kept in `tie`."""
 
     points: list[Point]
     warmup: int
@@ -49,12 +55,15 @@ class Search:
     interrupted: bool = False
     rungs: list[tuple[int, int]] = field(default_factory=list)  # (warmup, steps) of each rung run
     logged: Callable[[dict], None] = lambda entry: None  # told of each run as it ends: the point's figures then
+    tie_runs: int = 0  # launches allowed to separate the leaders after the last rung
+    tie_runs_used: int = 0
+    tie: Tie | None = None  # the leaders left within noise, and how the pick was made
 
     def over_budget(self) -> bool:
         return self.budget_s is not None and self.clock() - self.started > self.budget_s
 
     def run(self, measure: Measure) -> Point | None:
-        """The winner, or None when nothing was measured. Stops early, keeping what was measured,
+        """The pick, or None when nothing was measured. Stops early, keeping what was measured,
         when the budget is spent or on Ctrl-C."""
         self.started = self.clock()
         try:
@@ -68,13 +77,44 @@ class Search:
                     self._one(point, rung, steps, measure)
                 alive = survivors(self.points, rung)
                 rung += 1
+            self._separate(measure)
         except (KeyboardInterrupt, Interrupted):
             self.interrupted = True  # what was measured stands
             self._leave("interrupted")
         except _Spent:
             self.progress("budget spent: launching nothing more")
             self._leave("budget spent")
-        return winner(self.points)
+        return self._decide()
+
+    def _separate(self, measure: Measure) -> None:
+        """Launch the best and those it is not separated from again, the best first, until their
+        intervals part or `tie_runs` launches are spent."""
+        best = winner(self.points)
+        while best is not None and self.tie_runs_used < self.tie_runs:
+            close = rivals(self.points, best, CLOSE)
+            if not close:
+                return
+            left = self.tie_runs - self.tie_runs_used
+            names = ", ".join(p.candidate.label for p in close)
+            self.progress(f"{best.candidate.label} not separated from {names}: measuring again ({left} runs left)")
+            rung, steps = max(p.rung for p in [best, *close]), self.rungs[-1][1]
+            for p in [best, *close]:
+                if self.tie_runs_used >= self.tie_runs:
+                    break
+                self.tie_runs_used += 1
+                self._one(p, rung, steps, measure)
+            best = winner(self.points)
+
+    def _decide(self) -> Point | None:
+        best = winner(self.points)
+        if best is None:
+            return None
+        close = rivals(self.points, best, CLOSE)
+        if not close:
+            return best
+        pick, criterion = break_tie([best, *close])
+        self.tie = Tie([best, *close], pick, criterion, self.tie_runs_used)
+        return pick
 
     def _rung0(self, measure: Measure) -> None:
         self.rungs.append((self.warmup, self.steps))
@@ -140,11 +180,13 @@ class Search:
         got = measure(c, self.warmup, steps)
         if got.status == MEASURED:
             point.status, point.reason, point.rung, point.steps = MEASURED, "", rung, steps
-            point.samples_per_s, point.peak_allocated_gib = got.samples_per_s, got.peak_allocated_gib
-            point.peak_reserved_gib, point.run_dir, point.outcome = got.peak_reserved_gib, got.run_dir, got.outcome
-            self.progress(
-                f"rung {rung}: {c.label}: {got.samples_per_s:.1f} samples/s, peak {got.peak_allocated_gib:.2f} GiB"
-            )
+            point.launches += got.launches  # every launch of a candidate counts towards its figure
+            point.samples_per_s = point.figure.median if point.launches else got.samples_per_s
+            point.peak_allocated_gib = max(got.peak_allocated_gib, point.peak_allocated_gib or 0.0)
+            point.peak_reserved_gib = max(got.peak_reserved_gib, point.peak_reserved_gib or 0.0)
+            point.run_dir, point.outcome = got.run_dir, got.outcome
+            pooled = f"; {point.figure.text()} over its launches" if len(point.launches) > 1 else ""
+            self.progress(f"rung {rung}: {c.label}: {got.figure.text()}, peak {got.peak_allocated_gib:.2f} GiB{pooled}")
         else:
             if got.status == "interrupted":
                 raise Interrupted
@@ -160,6 +202,7 @@ class Search:
                 "point": point,
                 "status": got.status,
                 "samples_per_s": got.samples_per_s,
+                "interval": got.figure.json() if got.status == MEASURED else None,
                 "peak_allocated_gib": got.peak_allocated_gib,
                 "peak_reserved_gib": got.peak_reserved_gib,
                 "run_dir": got.run_dir,
@@ -201,11 +244,12 @@ def prune_after_oom(points: list[Point], oom: Point, capacity_gib: float | None)
 
 
 def winner(points: list[Point]) -> Point | None:
+    """The highest median of the highest rung, before any tie is broken."""
     ranked = ranking(points)
     return ranked[0] if ranked and ranked[0].status == MEASURED else None
 
 
-def ranking(points: list[Point]) -> list[Point]:
-    """Measured first, by the highest rung reached, then samples/s; then everything else."""
+def ranking(points: list[Point], first: Point | None = None) -> list[Point]:
+    """`first` (the pick), then measured, by the highest rung reached, then samples/s; then everything else."""
     order = {MEASURED: 0, OOM: 1, FAILED: 2, PRUNED: 3, NOT_RUN: 4}
-    return sorted(points, key=lambda p: (order[p.status], -p.rung, -(p.samples_per_s or 0.0)))
+    return sorted(points, key=lambda p: (p is not first, order[p.status], -p.rung, -(p.samples_per_s or 0.0)))

@@ -4,7 +4,7 @@ it), and each candidate judged by the rules and the memory estimate before anyth
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from registry import view
@@ -12,6 +12,7 @@ from registry.compose import Recipe, compose
 from registry.errors import RecipeError
 from registry.estimate import estimate
 from registry.names import AXES, Name, looks_like_file, parse
+from registry.run import interval
 from registry.sharing import sources
 from registry.topology import world_size
 from registry.validate import validate
@@ -56,17 +57,23 @@ class Point:
     reason: str = ""
     predicted_gib: float | None = None  # peak allocated, as torch reports it
     predicted_fraction: float | None = None  # of the GPU's memory, with the allocator's overhead and context
-    samples_per_s: float | None = None
+    samples_per_s: float | None = None  # the median step's, every launch of it pooled
     peak_allocated_gib: float | None = None
     peak_reserved_gib: float | None = None
     rung: int = -1  # the highest rung it was measured in
     steps: int = 0
     run_dir: str | None = None
     outcome: object = None  # the bench Outcome of its last measurement
+    launches: list[list[float]] = field(default_factory=list)  # each launch's per-step samples/s
 
     @property
     def alive(self) -> bool:
         return self.status in (MEASURED, NOT_RUN)
+
+    @property
+    def figure(self) -> interval.Figure:
+        """samples/s with its interval; a rate without steps (a replayed one) is taken as exact."""
+        return interval.figure(self.launches) if self.launches else interval.exact(self.samples_per_s)
 
 
 @dataclass
