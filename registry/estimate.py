@@ -226,7 +226,7 @@ def _fsdp(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict
         gathered = P * z.low if z.mixed or shards > 1 else 0.0  # gathered between forward and backward
     elif backend.version == 1:
         # the root stays gathered from forward into backward in fp32 (autocast's copies of it die
-        # with the autocast context); one block in flight with its copy (docs/failure-modes.md §48)
+        # with the autocast context); one block in flight with its copy (docs/failure-modes.md §49)
         gathered = z.root * 4 + z.unit * (4 + z.low if z.mixed else 4)
     else:
         gathered = (z.root + 2 * z.unit) * (4 + z.low if z.mixed else 4)  # root all step, two blocks in flight

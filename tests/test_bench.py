@@ -54,9 +54,15 @@ def record_twice(folder: Path, port: int) -> Recorded:
     return done
 
 
+def bench_json(folder: Path, port: int) -> subprocess.CompletedProcess:
+    """`recipe bench tiny/ddp/cpu --format json`: 6 measured steps, the fewest for a 95% interval."""
+    args = ["bench", "tiny/ddp/cpu", "--steps", "6", "--warmup", "1", "--format", "json"]
+    return run_cli(*args, f"launch.main_process_port={port}", cwd=folder, timeout=600)
+
+
 def background_runs(items) -> dict:
     """The bench runs the selected tests read, for conftest's `background` to start with the session."""
-    jobs = {"side_by_side_run": side_by_side, "recorded": record_twice}  # by the fixture that reads them
+    jobs = {"side_by_side_run": side_by_side, "recorded": record_twice, "json_run": bench_json}  # by fixture
     return {key: job for key, job in jobs.items() if any(key in item.fixturenames for item in items)}
 
 
@@ -70,6 +76,22 @@ def recorded(background, request) -> Recorded:
     return background.of(request.module)["recorded"].result()
 
 
+@pytest.fixture(scope="module")
+def json_run(background, request) -> subprocess.CompletedProcess:
+    return background.of(request.module)["json_run"].result()
+
+
+def test_bench_json_carries_the_interval(json_run):
+    r = json_run
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    row = doc["results"][0]
+    ci = row["samples_per_s_interval"]
+    assert ci["lower"] <= row["samples_per_s"] <= ci["upper"] and ci["lower"] > 0
+    assert ci["confidence"] == 0.95 and ci["launches"] == 1 and ci["steps"] == 6
+    assert doc["repeats"] == 1 and "order-statistic" in doc["interval_method"]
+
+
 def test_cpu_matrix_side_by_side(side_by_side_run):
     r, folder = side_by_side_run
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
@@ -81,6 +103,8 @@ def test_cpu_matrix_side_by_side(side_by_side_run):
         shares = [int(x.rstrip("%")) for x in rows[name][4:9]]
         assert 98 <= sum(shares) <= 102  # the phase table adds up to 100%
     assert "tiny/fsdp/cpu: skipped: invalid: fsdp-needs-gpu" in r.stdout
+    assert "tiny/ddp/cpu: " in r.stdout and "(88% CI, 1 launch x 4 steps)" in r.stdout  # too few steps for 95%
+    assert "fastest: " in r.stdout  # resolved, or the cells within noise named
     bench_runs = folder / "runs" / "bench"
     assert sorted(p.name for p in bench_runs.iterdir()) == ["tiny_ddp_cpu", "tiny_zero2_cpu"]
     configs = [json.loads(f.read_text()) for f in bench_runs.glob("*/*/train_config.json")]
@@ -114,6 +138,8 @@ def test_record_appends_results_with_provenance(recorded):
     )  # the file is kept, not rewritten
     entry = yaml.safe_load(text)["results"][0]
     assert entry["gradient_accumulation_steps"] == 1 and entry["samples_per_s"] > 0 and entry["steps"] == 3
+    ci = entry["samples_per_s_interval"]
+    assert ci["lower"] <= entry["samples_per_s"] <= ci["upper"] and (ci["launches"], ci["steps"]) == (1, 3)
     assert (
         entry["hardware"].startswith("CPU")
         and "torch" in entry["versions"]

@@ -183,6 +183,71 @@ def test_a_tune_run_is_judged_against_the_grid(grid, pick, tune_wall, ooms, met)
     assert partial["grid_missing"] == ["fsdp mb32"] and partial["met"] is False
 
 
+def _with_interval(point, lower, upper):
+    return {
+        **point,
+        "samples_per_s_interval": {"lower": lower, "upper": upper, "confidence": 0.95, "launches": 1, "steps": 8},
+    }
+
+
+@pytest.mark.parametrize(
+    ("pick_interval", "met", "resolved"),
+    [
+        ((85.0, 97.0), True, False),  # 0.90x by the medians, but the upper bound reaches 0.95 x 95: not shown slower
+        ((80.0, 88.0), False, True),  # even its upper bound is under 0.95x the best's lower: shown slower
+        ((98.0, 101.0), True, True),  # its lower bound is 0.95x the best's upper or more: shown within 5%
+    ],
+)
+def test_accept_judges_the_pick_by_intervals(grid, pick_interval, met, resolved):
+    """The pick passes unless its interval shows it below 0.95x the best: pick upper >= 0.95 x best
+    lower. `ratio_bounds` are [pick lower / best upper, pick upper / best lower]."""
+    best = _with_interval(_grid_point("ddp", 16, 100.0, 200.0), 95.0, 103.0)
+    pick = _with_interval(_grid_point("zero2", 16, 90.0, 200.0), *pick_interval)
+    points = [best, pick, *(_grid_point("fsdp", m, 10.0, 100.0) for m in (1, 2, 4, 8))]
+    tune = {"winner": {"backend": "zero2", "micro_batch_size": 16, "gradient_accumulation_steps": 2}, "candidates": []}
+    verdict = grid.judge_tune({"points": points}, tune, 100.0, "ref-1b")
+    assert verdict["met"] is met and verdict["ratio_resolved"] is resolved
+    lo, hi = pick_interval
+    assert verdict["ratio_bounds"] == [round(lo / 103.0, 4), round(hi / 95.0, 4)]
+    assert verdict["grid_within_noise_of_best"] == (["zero2 mb16x2"] if hi >= 95.0 else [])
+
+
+def test_merge_names_the_configurations_within_noise_of_the_fastest(grid):
+    points = [
+        {**_with_interval(_grid_point("ddp", 16, 100.0), 95.0, 103.0), "measured_steps": 8},
+        {**_with_interval(_grid_point("zero2", 16, 97.0), 93.0, 99.0), "measured_steps": 8},
+        {**_with_interval(_grid_point("zero3", 16, 80.0), 78.0, 82.0), "measured_steps": 8},
+        _grid_point("fsdp", 16, 10.0),  # from before intervals: a point
+    ]
+    assert grid.within_noise(points) == {
+        "ref-1b": {"fastest": "ddp mb16x2", "within_noise": ["zero2 mb16x2"], "resolved": False}
+    }
+
+
+def test_repeated_launches_pool_their_steps(grid):
+    def launch(rates, wall):
+        figure = grid.interval.figure([rates])
+        return {
+            "status": "ok",
+            "samples_per_s": figure.median,
+            "samples_per_s_interval": figure.json(),
+            "step_rates": [rates],
+            "measured_steps": len(rates),
+            "step_spread": 0.1,
+            "wall_s": wall,
+            "peak_allocated_gib": 1.0,
+            "peak_reserved_gib": 2.0,
+            "run_dir": f"runs/grid/{wall}",
+        }
+
+    one = grid.repeated([launch([10.0, 11.0, 12.0, 13.0, 14.0, 15.0], 30.0)])
+    both = grid.repeated([one, launch([20.0, 21.0, 22.0], 40.0)])
+    assert both["launches"] == 2 and both["measured_steps"] == 9 and both["wall_s"] == 35.0
+    assert both["samples_per_s"] == 14.0 and both["samples_per_s_interval"]["upper"] == 21.0  # the 2nd launch's median
+    assert both["run_dirs"] == ["runs/grid/30.0", "runs/grid/40.0"]
+    assert grid.repeated([one, {"status": "oom"}]) == {"status": "oom"}
+
+
 def test_a_tune_points_file_counts_each_configuration_once(grid, tmp_path, capsys):
     """recipe tune's points.jsonl: a configuration measured again counts by its last measured run
     (a later failure keeps the earlier figure); a line without `recipe` (older tunes) and a cut-off

@@ -128,6 +128,7 @@ BENCH_KEYS = {
     "recipe",
     "skipped",
     "samples_per_s",
+    "samples_per_s_interval",
     "peak_allocated_gib",
     "peak_reserved_gib",
     "shares",

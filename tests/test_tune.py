@@ -285,6 +285,90 @@ def test_an_interrupt_keeps_what_was_measured():
     assert search.run(measure).candidate.backend == "ddp" and search.interrupted
 
 
+@dataclass
+class Noisy:
+    """Measures from per-step rates: each launch of a candidate gives its list's first `steps`
+    rates (cycled), with a fixed reserved memory; counts the runs."""
+
+    rates: dict  # (backend, micro) -> per-step samples/s
+    reserved: dict
+    runs: list = field(default_factory=list)
+
+    def __call__(self, c: Candidate, warmup: int, steps: int) -> Point:
+        self.runs.append((c.backend, c.micro_batch_size, steps))
+        pool = self.rates[(c.backend, c.micro_batch_size)]
+        rates = [pool[i % len(pool)] for i in range(steps)]
+        reserved = self.reserved[(c.backend, c.micro_batch_size)]
+        got = Point(c, MEASURED, peak_allocated_gib=reserved, peak_reserved_gib=reserved, launches=[rates])
+        got.samples_per_s = got.figure.median
+        return got
+
+
+def test_leaders_within_noise_are_measured_again_until_they_separate():
+    """3 steps give [min, max] at 75% only: zero2, 5% behind, is not separated from ddp. One more
+    launch each (6 steps, 97%) separates them: no tie, and the runs are bounded."""
+    rates = {("ddp", 8): [100.0, 101.0, 99.0], ("zero2", 8): [95.0, 96.0, 94.0]}
+    fake = Noisy(rates, {("ddp", 8): 9.0, ("zero2", 8): 9.0})
+    search = Search(points(rates), warmup=0, steps=3, tie_runs=4)
+    best = search.run(fake)
+    assert best.candidate.backend == "ddp" and search.tie is None and search.tie_runs_used == 2
+    assert fake.runs == [("ddp", 8, 3), ("zero2", 8, 3), ("ddp", 8, 3), ("zero2", 8, 3)]
+    assert best.figure.steps == 6 and best.figure.launches == 2 and best.figure.sure
+
+
+def test_a_tie_is_said_and_broken_by_memory_headroom():
+    """ref-1b on 2 x H100 (rung 1): fsdp2 191.5 and zero1 188.4 samples/s, within each other's
+    noise. Overlapping intervals stay a tie after the allowed runs; fsdp2 reserved less."""
+    rates = {("fsdp2", 32): [191.5, 180.0, 200.0, 186.0], ("zero1", 32): [188.4, 178.0, 198.0, 183.0]}
+    fake = Noisy(rates, {("fsdp2", 32): 30.0, ("zero1", 32): 40.0})
+    search = Search(points(rates), warmup=0, steps=4, tie_runs=3)
+    pick = search.run(fake)
+    assert len(fake.runs) == 2 + 3  # rung 0, then at most tie_runs launches
+    assert pick.candidate.backend == "fsdp2" and search.tie.criterion == "memory headroom"
+    assert (
+        search.tie.text() == "tie: fsdp2 mb32x1 and zero1 mb32x1 within noise; picked fsdp2 mb32x1 by memory headroom"
+    )
+    assert tune.ranking(search.points, pick)[0] is pick
+    assert search.tie.json()["extra_runs"] == 3
+
+
+def test_a_tie_at_equal_memory_goes_to_the_simpler_backend():
+    rates = {("fsdp2", 32): [191.0, 180.0, 200.0, 186.0, 190.0, 185.0], ("zero1", 32): [189.0, 178.0, 198.0]}
+    fake = Noisy(rates, {("fsdp2", 32): 30.0, ("zero1", 32): 31.0})  # within 5%: the same headroom
+    search = Search(points(rates), warmup=0, steps=6, tie_runs=0)
+    pick = search.run(fake)
+    assert pick.candidate.backend == "zero1" and search.tie.criterion == "simplicity"
+    assert search.tie_runs_used == 0 and len(fake.runs) == 2  # no runs allowed: the tie is said as it stands
+    assert search.tie.text().endswith("picked zero1 mb32x1 by simplicity")
+
+
+def test_break_tie_order():
+    def measured(backend, micro, reserved, rate=100.0, ckpt=False):
+        return Point(
+            Candidate(backend, micro, 64 // micro, ckpt), MEASURED, samples_per_s=rate, peak_reserved_gib=reserved
+        )
+
+    assert tune.SIMPLICITY.index("ddp") < tune.SIMPLICITY.index("zero3") < tune.SIMPLICITY.index("zero3-offload")
+    zero3, ddp = measured("zero3", 16, 10.0), measured("ddp", 16, 20.0)
+    assert tune.break_tie([ddp, zero3]) == (zero3, "memory headroom")
+    small, large = measured("zero2", 8, 10.0), measured("zero2", 16, 10.2)
+    assert tune.break_tie([small, large]) == (large, "the larger micro batch")
+    plain, ckpt = measured("zero2", 16, 10.0), measured("zero2", 16, 10.0, ckpt=True)
+    assert tune.break_tie([ckpt, plain]) == (plain, "no added checkpointing")
+    slow, fast = measured("ddp", 16, 10.0, 99.0), measured("ddp", 16, 10.0, 101.0)
+    assert tune.break_tie([slow, fast]) == (fast, "the higher median")
+    unknown = measured("ddp", 16, None)
+    assert tune.break_tie([zero3, unknown])[1] == "simplicity"  # memory unknown for one: not a criterion
+
+
+def test_separated_candidates_are_no_tie():
+    best = Point(Candidate("ddp", 8, 4), MEASURED, samples_per_s=100.0, launches=[[99.0, 100.0, 101.0] * 2])
+    far = Point(Candidate("zero3", 8, 4), MEASURED, samples_per_s=60.0, launches=[[59.0, 60.0, 61.0] * 2])
+    close = Point(Candidate("zero2", 8, 4), MEASURED, samples_per_s=96.0, launches=[[95.0, 96.0, 97.0]])
+    assert tune.rivals([best, far], best, tune.CLOSE) == []
+    assert tune.rivals([best, far, close], best, tune.CLOSE) == [close]  # 3 steps: 75%, and within 10%
+
+
 def test_failure_kind_reads_the_log():
     assert tune.failure_kind("x\ntorch.OutOfMemoryError: CUDA out of memory. Tried\nend")[0] == OOM
     assert tune.failure_kind("RuntimeError: CUDA error: out of memory\n")[0] == OOM
@@ -331,6 +415,8 @@ def tune_cpu(folder: Path, port: int) -> tuple[subprocess.CompletedProcess, Path
         "1",
         "--budget",
         "2.5",
+        "--tie-runs",
+        "2",
         "--output-dir",
         "out",
         f"launch.main_process_port={port}",
@@ -366,6 +452,11 @@ def test_tune_on_cpu_end_to_end(tuned, tmp_path):
     assert all(x["status"] == "measured" or x["reason"] for x in rows)  # every one measured or said why not
     win = results["winner"]
     assert win == rows[0] and win["status"] == "measured" and win["samples_per_s"] > 0
+    ci = win["samples_per_s_interval"]
+    assert ci["lower"] <= win["samples_per_s"] <= ci["upper"] and ci["launches"] >= 1
+    assert results["tie_runs"]["used"] <= 2  # the bound on runs to separate the leaders
+    said = (results["tie"] and "tie: " in r.stdout) or "resolved: " in r.stdout
+    assert said and (results["tie"] is None or results["tie"]["pick"] in r.stdout)
     table = (out / "table.txt").read_text()
     assert table.splitlines()[0].split()[:3] == ["RANK", "BACKEND", "MICRO"] and table in r.stdout
     assert f"{win['samples_per_s']:.1f}" in table.splitlines()[1]
@@ -382,6 +473,7 @@ def test_tune_on_cpu_end_to_end(tuned, tmp_path):
     assert doc["train"]["optimizer"] == {"lr": 0.002} and "launch" not in doc
     entry = doc["results"][0]
     assert abs(entry["samples_per_s"] - win["samples_per_s"]) < 1e-3
+    assert entry["samples_per_s_interval"] == ci  # every launch of the pick, as results.json has it
     assert entry["gradient_accumulation_steps"] == win["gradient_accumulation_steps"]
     assert entry["command"].startswith("recipe tune tiny/cpu") and entry["hardware"].startswith("CPU")
     assert run_cli("validate", str(overlay)).returncode == 0

@@ -30,6 +30,12 @@ def register(subparsers) -> None:
     p.add_argument("--steps", type=int, default=20, help="measured steps (default 20)")
     p.add_argument("--warmup", type=int, default=5, help="steps before measuring (default 5)")
     p.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="launches per recipe, their steps pooled; the interval then holds each launch's median (default 1)",
+    )
+    p.add_argument(
         "--record", action="store_true", help="append the results, with provenance, to each recipe's own file"
     )
     p.add_argument("--allow-hardware-mismatch", action="store_true")
@@ -49,22 +55,26 @@ def run(args) -> int:
     sets = [t for t in args.targets if is_override(t)]
     if not targets:
         raise RecipeError("nothing to bench (hint: recipe bench 'tiny/*/cpu' --steps 20)")
-    if args.steps < 1 or args.warmup < 0:
-        raise RecipeError("--steps must be at least 1 and --warmup at least 0")
+    if args.steps < 1 or args.warmup < 0 or args.repeats < 1:
+        raise RecipeError("--steps and --repeats must be at least 1 and --warmup at least 0")
     command = "recipe " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "recipe bench"
     if args.format == "json":
         return _json(targets, sets, args, command)
-    return bench(targets, sets, args.steps, args.warmup, args.allow_hardware_mismatch, args.record, command)
+    return bench(
+        targets, sets, args.steps, args.warmup, args.allow_hardware_mismatch, args.record, command, args.repeats
+    )
 
 
 def outcome_json(outcome) -> dict:
     """One row of the results table as JSON: every key always present; a skipped cell has its
-    reason in `skipped` and null figures. Shares are fractions of the step time (adding up to 1)."""
+    reason in `skipped` and null figures. Shares are fractions of the step time (adding up to 1);
+    samples_per_s is the median step's, `samples_per_s_interval` its confidence interval."""
     measured = outcome.skipped is None
     return {
         "recipe": outcome.name,
         "skipped": outcome.skipped,
         "samples_per_s": outcome.samples_per_s if measured else None,
+        "samples_per_s_interval": outcome.figure.json() if measured else None,
         "peak_allocated_gib": outcome.peak_allocated_gib if measured else None,
         "peak_reserved_gib": outcome.peak_reserved_gib if measured else None,
         "shares": dict(outcome.shares) if measured else None,
@@ -81,7 +91,7 @@ def _json(targets: list[str], sets: list[str], args, command: str) -> int:
     from registry.commands.render import document
     from registry.compose import patterns
     from registry.names import looks_like_file, parse
-    from registry.run import bench
+    from registry.run import bench, interval
     from registry.sharing import sources
 
     cells: list[str] = []
@@ -90,9 +100,11 @@ def _json(targets: list[str], sets: list[str], args, command: str) -> int:
     outcomes = []
     for cell in cells:
         print(
-            f"recipe bench: {cell} ({args.warmup} warm-up + {args.steps} measured steps)", file=sys.stderr, flush=True
+            f"recipe bench: {cell} ({bench.said(args.repeats, args.warmup, args.steps)})", file=sys.stderr, flush=True
         )
-        outcomes.append(bench.bench_one(cell, sets, args.steps, args.warmup, args.allow_hardware_mismatch, echo=False))
+        outcomes.append(
+            bench.bench_cell(cell, sets, args.steps, args.warmup, args.repeats, args.allow_hardware_mismatch, False)
+        )
     recorded: dict[str, str | None] = {}
     if args.record:
         for o, cell in zip(outcomes, cells):
@@ -108,5 +120,6 @@ def _json(targets: list[str], sets: list[str], args, command: str) -> int:
                 bench.record(o, path, command, args.steps)
             recorded[o.name] = str(path) if path else None
     rows = [{**outcome_json(o), "recorded_in": recorded.get(o.name)} for o in outcomes]  # null: not recorded
-    sys.stdout.write(document({"steps": args.steps, "warmup": args.warmup, "results": rows}))
+    info = {"steps": args.steps, "warmup": args.warmup, "repeats": args.repeats, "interval_method": interval.METHOD}
+    sys.stdout.write(document({**info, "results": rows}))
     return Exit.INVALID if all(o.skipped for o in outcomes) else Exit.OK

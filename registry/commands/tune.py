@@ -37,6 +37,13 @@ def register(subparsers) -> None:
     p.add_argument("--objective", choices=("samples_per_s",), default="samples_per_s")
     p.add_argument("--steps", type=int, default=3, help="measured steps of the first rung (default 3; x3 each rung)")
     p.add_argument("--warmup", type=int, default=2, help="steps before measuring, every rung (default 2)")
+    p.add_argument(
+        "--tie-runs",
+        type=int,
+        default=4,
+        metavar="N",
+        help="launches allowed after the last rung to separate the best from candidates within noise (default 4)",
+    )
     p.add_argument("--output-dir", help="default runs/tune/NAME/TIMESTAMP")
     p.add_argument("--record-to", metavar="FILE", help="also append points.jsonl's lines to FILE")
     p.add_argument("--allow-hardware-mismatch", action="store_true")
@@ -48,8 +55,8 @@ def run(args) -> int:
 
     if is_override(args.target):
         raise RecipeError("nothing to tune (hint: recipe tune tiny/cpu)")
-    if args.steps < 1 or args.warmup < 0:
-        raise RecipeError("--steps must be at least 1 and --warmup at least 0")
+    if args.steps < 1 or args.warmup < 0 or args.tie_runs < 0:
+        raise RecipeError("--steps must be at least 1, --warmup and --tie-runs at least 0")
     if args.global_batch is not None and args.global_batch < 1:
         raise RecipeError("--global-batch must be at least 1")
     if args.budget is not None and args.budget <= 0:
@@ -72,4 +79,5 @@ def run(args) -> int:
         args.record_to,
         args.allow_hardware_mismatch,
         command,
+        args.tie_runs,
     )

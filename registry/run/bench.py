@@ -1,6 +1,7 @@
 """`recipe bench`: run recipes with the built-in trainer under measuring conditions (gradient
 accumulation 1, docs/failure-modes.md §20; phase timing on; no checkpoints) and report global samples/s
-(slowest rank), peak allocated and reserved memory (fullest rank) and where the step time goes."""
+(slowest rank: the median step's, with its confidence interval, registry/run/interval.py), peak
+allocated and reserved memory (fullest rank) and where the step time goes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import platform
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from registry.files import write_atomic
 from registry.load import load_text
 from registry.names import looks_like_file, parse
 from registry.resolve import resolve
-from registry.run import launch_in, machine
+from registry.run import interval, launch_in, machine
 from registry.sharing import sources
 from registry.train import PHASES
 from registry.validate import ROOT, validate
@@ -52,6 +53,11 @@ class Outcome:
     world_size: int = 0
     run_dir: Path | None = None
     doc: dict | None = None
+    rates: list[list[float]] = field(default_factory=list)  # each launch's per-step samples/s after warm-up
+
+    @property
+    def figure(self) -> interval.Figure:
+        return interval.figure(self.rates) if self.rates else interval.exact(self.samples_per_s)
 
 
 def summarize(records: list[dict], warmup: int) -> dict:
@@ -59,14 +65,16 @@ def summarize(records: list[dict], warmup: int) -> dict:
     if not steps:
         raise RecipeError("no measured steps in metrics.jsonl (hint: --steps must be at least 1)", Exit.INVALID)
     time_total = sum(r["step_time_s"] for r in steps)
-    batch = steps[0]["samples_per_s"] * steps[0]["step_time_s"]
+    # each record is one step (log_every=1): the global batch over the slowest rank's step time
+    rates = [r["samples_per_s"] for r in steps]
     phases = {p: statistics.fmean(r.get("phases_s", {}).get(p, 0.0) for r in steps) for p in PHASES}
     step_time = time_total / len(steps)
     shares = {p: phases[p] / step_time for p in PHASES}
     shares["other"] = max(0.0, 1.0 - sum(shares.values()))
     scale = sum(shares.values())
     return {
-        "samples_per_s": batch * len(steps) / time_total,
+        "samples_per_s": interval.median(rates),
+        "rates": [rates],
         "peak_allocated_gib": max(r["peak_allocated_gib"] for r in steps),
         "peak_reserved_gib": max(r["peak_reserved_gib"] for r in steps),
         "shares": {k: v / scale for k, v in shares.items()},
@@ -115,12 +123,43 @@ def bench_one(
     )
 
 
+def repeated(outcomes: list[Outcome]) -> Outcome:
+    """Several launches of one recipe as one outcome: their step rates pooled, the fullest peaks,
+    the mean phase shares. A skipped or failed launch stands for the whole."""
+    bad = next((o for o in outcomes if o.skipped), None)
+    if bad is not None or len(outcomes) == 1:
+        return bad or outcomes[0]
+    rates = [r for o in outcomes for r in o.rates]
+    n = len(outcomes)
+    return replace(
+        outcomes[-1],
+        rates=rates,
+        samples_per_s=interval.figure(rates).median,
+        peak_allocated_gib=max(o.peak_allocated_gib for o in outcomes),
+        peak_reserved_gib=max(o.peak_reserved_gib for o in outcomes),
+        resident_gib=max(o.resident_gib for o in outcomes),
+        shares={k: sum(o.shares[k] for o in outcomes) / n for k in outcomes[0].shares},
+        phase_peaks_gib={k: max(o.phase_peaks_gib[k] for o in outcomes) for k in outcomes[0].phase_peaks_gib},
+    )
+
+
+def bench_cell(target: str, overrides: list[str], steps: int, warmup: int, repeats: int, allow: bool, echo: bool):
+    """`repeats` launches of one recipe (each a fresh launch: launch-to-launch variance is part of the
+    figure only when there are several, registry/run/interval.py)."""
+    outcomes = []
+    for _ in range(repeats):
+        outcomes.append(bench_one(target, overrides, steps, warmup, allow, echo))
+        if outcomes[-1].skipped:
+            break
+    return repeated(outcomes)
+
+
 def report(outcomes: list[Outcome]) -> str:
-    header = ["RECIPE", "SAMPLES/S", "ALLOC GiB", "RESERVED GiB", *(p.upper() for p in PHASES), "OTHER"]
+    header = ["RECIPE", "SAMPLES/S", "ALLOC GiB", "RESERVED GiB", *(p.upper() for p in PHASES), "OTHER", "INTERVAL"]
     rows = []
     for o in outcomes:
         if o.skipped:
-            rows.append([o.name, "-", "-", "-", *(["-"] * (len(PHASES) + 1))])
+            rows.append([o.name, "-", "-", "-", *(["-"] * (len(PHASES) + 1)), "-"])
             continue
         rows.append(
             [
@@ -129,13 +168,26 @@ def report(outcomes: list[Outcome]) -> str:
                 f"{o.peak_allocated_gib:.2f}",
                 f"{o.peak_reserved_gib:.2f}",
                 *(f"{o.shares[p]:.0%}" for p in (*PHASES, "other")),
+                f"{o.figure.bounds()} {o.figure.confidence:.0%}",
             ]
         )
     text = table(rows, header)
     for o in outcomes:
-        if o.skipped:
-            text += f"{o.name}: skipped: {o.skipped}\n"
-    return text
+        text += f"{o.name}: skipped: {o.skipped}\n" if o.skipped else f"{o.name}: {o.figure.text()}\n"
+    return text + within_noise(outcomes)
+
+
+def within_noise(outcomes: list[Outcome]) -> str:
+    """Which recipes of a matrix the fastest is not separated from: their intervals overlap."""
+    measured = sorted((o for o in outcomes if not o.skipped), key=lambda o: -o.samples_per_s)
+    if len(measured) < 2:
+        return ""
+    top = measured[0]
+    tied = [o.name for o in measured[1:] if o.figure.overlaps(top.figure)]
+    if not tied:
+        short = "" if all(o.figure.sure for o in measured) else "; an interval under 95%: too few steps"
+        return f"fastest: {top.name} (its interval is clear of every other{short})\n"
+    return f"fastest: not resolved: {top.name} and {', '.join(tied)} within noise (intervals overlap)\n"
 
 
 def host() -> str:
@@ -172,11 +224,15 @@ def result_entry(
     steps: int,
     source: str = "recipe bench (built-in trainer)",
     memory_fraction: float | None = None,
+    figure: interval.Figure | None = None,
 ) -> dict:
-    """One `results` entry: the figures and their provenance (hardware seen, versions, date, command)."""
+    """One `results` entry: the figures and their provenance (hardware seen, versions, date, command).
+    `figure`: the samples/s with its interval, when pooled over more launches than `outcome` holds."""
     accumulation = outcome.gradient_accumulation_steps
+    figure = figure or outcome.figure
     entry = {
-        "samples_per_s": round(outcome.samples_per_s, 3),
+        "samples_per_s": round(figure.median, 3),
+        "samples_per_s_interval": figure.json(),
         "peak_allocated_gib": round(outcome.peak_allocated_gib, 3),
         "peak_reserved_gib": round(outcome.peak_reserved_gib, 3),
         "micro_batch_size": outcome.micro_batch_size,
@@ -217,6 +273,11 @@ def record(outcome: Outcome, path: Path, command: str, steps: int, **entry_optio
     write_atomic(path, new)
 
 
+def said(repeats: int, warmup: int, steps: int) -> str:
+    launches = f"{repeats} launches of " if repeats > 1 else ""
+    return f"{launches}{warmup} warm-up + {steps} measured steps"
+
+
 def main(
     targets: list[str],
     overrides: list[str],
@@ -225,6 +286,7 @@ def main(
     allow_mismatch: bool,
     record_to: bool,
     command: str,
+    repeats: int = 1,
 ) -> int:
     cells: list[str] = []
     for target in targets:
@@ -232,8 +294,8 @@ def main(
     single = len(cells) == 1
     outcomes = []
     for cell in cells:
-        print(f"recipe bench: {cell} ({warmup} warm-up + {steps} measured steps)", file=sys.stderr, flush=True)
-        outcomes.append(bench_one(cell, overrides, steps, warmup, allow_mismatch, echo=single))
+        print(f"recipe bench: {cell} ({said(repeats, warmup, steps)})", file=sys.stderr, flush=True)
+        outcomes.append(bench_cell(cell, overrides, steps, warmup, repeats, allow_mismatch, echo=single))
     sys.stdout.write(report(outcomes))
     if record_to:
         for o, cell in zip(outcomes, cells):

@@ -118,9 +118,9 @@ class Rest:
 
 
 class Table:
-    """Rows in the order resolve writes them. `flags`: a lerobot-train style flag list, values
-    spelt as draccus reads them. `auto`: a foreign 'auto' means "filled in from another config"
-    (accelerate with DeepSpeed), so import leaves it to that config."""
+    """Rows in the order resolve writes them. `flags`: a lerobot-train style flag list, values spelt as
+    draccus reads them. `auto`: a foreign 'auto' means "filled in from another config" (accelerate
+    with DeepSpeed), so import leaves it to that config."""
 
     def __init__(self, *rows, flags: bool = False, auto: bool = False):
         self.rows, self.flags, self.auto = rows, flags, auto
@@ -418,8 +418,8 @@ class Reader:
                 self.notes.append(f"{state.source} {join(path)}: not imported ({row.why})")
 
     def _place(self, path: tuple, item, state: _State, why: str) -> None:
-        """A foreign key no row maps: into the deepest Extra row that can hold it, else a note
-        (at once when the row that claimed it says why it cannot be kept)."""
+        """A key no row maps: into the deepest Extra row that can hold it, else a note (at once when
+        the row that claimed it says why it cannot be kept)."""
         flags = state.table.flags
         for base, row in [] if why else sorted(state.extras, key=lambda e: -len(e[0])):
             if flags and isinstance(row, Rest):
@@ -450,8 +450,7 @@ def finish(recipe: dict, notes: Notes) -> None:
 
 
 def _check(recipe: dict, notes: list[str], row: Computed, where: str, found, location: str | None = None) -> bool:
-    """Compare a foreign Computed value with the recipe's derivation; False where a field it
-    derives from has not been read."""
+    """Compare a foreign Computed value with the recipe's derivation; False while a field it reads is unread."""
     if any(lookup(recipe, p) is MISSING for p in row.reads):
         return False
     try:
@@ -470,9 +469,8 @@ def _check(recipe: dict, notes: list[str], row: Computed, where: str, found, loc
 
 def _unchecked(recipe: dict, notes: list[str], row: Computed, where: str, found, location: str | None = None) -> None:
     missing = ", ".join(p for p in row.reads if lookup(recipe, p) is MISSING)
-    notes.append(
-        f"{where} = {short(found)}: not checked, no file read sets {missing}; resolve derives it from {row.what}"
-    )
+    why = f"not checked, no file read sets {missing}; resolve derives it from {row.what}"
+    notes.append(f"{where} = {short(found)}: {why}")
 
 
 class _State:
@@ -489,9 +487,8 @@ def _unclaimed(node, path: tuple, state: _State):
     """(path, value) of every foreign value under `path` that no row read."""
     if path in state.claimed:
         return
-    inside = path in state.containers or any(
-        len(p) > len(path) and p[: len(path)] == path for p in state.claimed | state.containers
-    )
+    known = state.claimed | state.containers
+    inside = path in state.containers or any(len(p) > len(path) and p[: len(path)] == path for p in known)
     if inside and isinstance(node, dict):
         for key, item in node.items():
             yield from _unclaimed(item, (*path, key), state)
