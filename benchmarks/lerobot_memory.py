@@ -25,7 +25,7 @@ parameters, which the estimate does not see.
 Report (anywhere, no GPU): |predicted/measured - 1| over every measured point; acceptance: every
 point within 15% of LeRobot's logged peak.
 
-    python3 benchmarks/lerobot_memory.py report points.jsonl [more.jsonl ...] [--host 2xH100]
+    python3 benchmarks/lerobot_memory.py report points.jsonl [more.jsonl ...] [--host 2xH100] [--current]
 """
 
 from __future__ import annotations
@@ -223,8 +223,25 @@ def read_points(paths: list[Path]) -> list[dict]:
     return list(last.values())
 
 
+def recorded_overrides(point: dict) -> list[str]:
+    """The KEY=VALUE overrides of the run's recorded command line."""
+    words = point["command"].split()
+    return [w for w in words[words.index(point["recipe"]) + 1 :] if "=" in w and not w.startswith("-")]
+
+
+def repredict(points: list[dict]) -> list[dict]:
+    """The points with the current estimator's prediction (the recorded one keeps its own key)."""
+    out = []
+    for p in points:
+        now = predicted(p["recipe"], recorded_overrides(p))
+        out.append({**p, "recorded_predicted_allocated_gib": p.get("predicted_allocated_gib"), **now})
+    return out
+
+
 def report(args) -> int:
     points = read_points(args.points)
+    if args.current:
+        points = repredict(points)
     summary = summarise(points)
     host = args.host or next((p.get("host") for p in points if p.get("host")), None) or "unknown"
     print(f"{'RECIPE':<28} {'MICRO':>5} {'MEASURED GiB':>12} {'PREDICTED GiB':>13} {'RATIO':>6}")
@@ -271,6 +288,7 @@ def main(argv=None) -> int:
     r.add_argument("points", type=Path, nargs="+")
     r.add_argument("--host", help="names the results file (default: the points' host label)")
     r.add_argument("-o", "--output", type=Path)
+    r.add_argument("--current", action="store_true", help="predict with the current estimator, not the recorded one")
     args = parser.parse_args(argv)
     return measure(args) if args.command == "measure" else report(args)
 

@@ -36,9 +36,9 @@ CASES = {
         ["dataset.drop_probs.subgoal=1.0"],
     ),
     "fsdp1-orig-params": ("act/fsdp/2xH100", ["backend.use_orig_params=false"], []),
-    "fsdp2-orig-params": ("act/fsdp2/2xH100", ["backend.use_orig_params=true"], []),
+    "fsdp2-orig-params": ("ref-100m/fsdp2/2xH100", ["backend.use_orig_params=true"], []),
     "fsdp2-reshard-bool": (
-        "act/fsdp2/2xH100",
+        "ref-100m/fsdp2/2xH100",
         ["backend.reshard_after_forward=FULL_SHARD"],
         ["backend.reshard_after_forward=false"],
     ),
@@ -47,9 +47,9 @@ CASES = {
         ["backend.reshard_after_forward=true"],
         ["backend.reshard_after_forward=FULL_SHARD"],
     ),
-    "fsdp2-forward-prefetch": ("act/fsdp2/2xH100", ["backend.forward_prefetch=true"], []),
-    "fsdp2-local-state-dict": ("act/fsdp2/2xH100", ["backend.state_dict_type=LOCAL_STATE_DICT"], []),
-    "fsdp-sharding-v2": ("act/fsdp2/2xH100", ["backend.sharding=SHARD_GRAD_OP"], []),
+    "fsdp2-forward-prefetch": ("ref-100m/fsdp2/2xH100", ["backend.forward_prefetch=true"], []),
+    "fsdp2-local-state-dict": ("ref-100m/fsdp2/2xH100", ["backend.state_dict_type=LOCAL_STATE_DICT"], []),
+    "fsdp-sharding-v2": ("ref-100m/fsdp2/2xH100", ["backend.sharding=SHARD_GRAD_OP"], []),
     "zero3-save-16bit": ("tiny/zero3/cpu", ["backend.zero3_save_16bit_model=false"], []),
     "ds-config-file-conflict": (
         "tiny/zero2/cpu",
@@ -99,6 +99,12 @@ CASES = {
         ["train.eval={env: libero, every: 0}"],
     ),
     "lerobot-no-deepspeed": ("act/ddp/8xA100", ["backend=zero2"], []),
+    # the twin differs in the backend version alone: FSDP1 with FSDP2's other settings trains
+    "lerobot-no-fsdp2": (
+        "act/fsdp2/2xH100",
+        [],
+        ["backend.version=1", "backend.sharding=FULL_SHARD", "backend.reshard_after_forward=null", "backend.use_orig_params=true"],
+    ),
     "lerobot-policy-type": ("act/ddp/8xA100", ["policy.type=pi07_low_level"], []),
     "lerobot-push-to-hub": (
         "act/ddp/8xA100",
