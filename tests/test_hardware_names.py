@@ -383,3 +383,12 @@ def test_tune_acceptance_names_the_hosts_hardware(tmp_path):
     )
     assert r.returncode == 2 and "NVIDIA GeForce RTX 3060: not one catalog entry" in r.stderr
     assert not (tree / "runs").exists()
+
+
+def test_patterns_take_generated_names():
+    from registry.compose.patterns import expand
+
+    assert expand("ref-1b/{zero2,fsdp}/2xH200") == ["ref-1b/fsdp/2xH200", "ref-1b/zero2/2xH200"]
+    assert "tiny/ddp/2xH200" not in expand("tiny/ddp/*")  # a glob matches part files only
+    with pytest.raises(RecipeError, match="no hardware part matches"):
+        expand("tiny/ddp/2xFOO")
