@@ -31,10 +31,7 @@ def _index(table: Loaded) -> dict[str, str]:
     """Every name and alias -> the entry's name; an alias that two entries claim is an error."""
     found = {name: name for name in table.data}
     for name, entry in table.data.items():
-        aliases = entry.get("aliases", []) if isinstance(entry, dict) else []
-        for i, alias in enumerate(aliases if isinstance(aliases, list) else []):
-            if not isinstance(alias, str):
-                continue  # the catalog schema reports it
+        for i, alias in _listed(entry, "aliases"):
             if found.get(alias, name) != name:
                 raise RecipeError.at(
                     table.origins.get((name, "aliases", i), table.file),
@@ -44,6 +41,12 @@ def _index(table: Loaded) -> dict[str, str]:
                 )
             found[alias] = name
     return found
+
+
+def _listed(entry, key: str) -> list[tuple[int, str]]:
+    """(index, name) of an entry's list of names; anything malformed is the catalog schema's to report."""
+    names = entry.get(key) if isinstance(entry, dict) else None
+    return [(i, n) for i, n in enumerate(names) if isinstance(n, str)] if isinstance(names, list) else []
 
 
 def canonical(gpu: str) -> str | None:
@@ -79,8 +82,7 @@ def device_entry(device_name: str) -> str | None:
     table = entries()
     folded = _fold(device_name)
     for name, entry in table.data.items():
-        listed = entry.get("device_names", []) if isinstance(entry, dict) else []
-        if any(isinstance(d, str) and _fold(d) == folded for d in listed):
+        if any(_fold(d) == folded for _, d in _listed(entry, "device_names")):
             return name
     bare = _VENDOR_WORDS.sub("", folded).replace(" ", "-")
     by_fold = {n.upper(): e for n, e in _index(table).items()}
