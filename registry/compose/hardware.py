@@ -44,7 +44,7 @@ def spec(segment: str) -> Spec:
         raise RecipeError(f"hardware {segment!r} is neither a part nor a generated name ({FORM})")
     nodes, per_node, gpu = m.group(1), m.group(2), m.group(3)
     for count, what in ((nodes, "nodes"), (per_node, "GPUs per node")):
-        if count is not None and (count.startswith("0")):
+        if count is not None and count.startswith("0"):
             raise RecipeError(
                 f"hardware {segment!r}: {what} {count!r} must be a whole number from 1, written "
                 f"without leading zeros ({FORM})"
@@ -92,9 +92,11 @@ def part(segment: str) -> Loaded:
     table = catalog.entries()
     said = f"hardware name {segment}"
     where = table.origins.get((s.gpu,), table.file)
-    shape = "one node" if s.nodes == 1 else f"{s.nodes} nodes of {s.gpus_per_node}"
+    shape = (
+        f"{s.gpus_per_node}x {s.gpu}, one node" if s.nodes == 1 else f"{s.nodes} nodes of {s.gpus_per_node}x {s.gpu}"
+    )
     data = {
-        "recipe": {"summary": f"{s.gpus_per_node}x {s.gpu}, {shape} (generated from the GPU catalog)"},
+        "recipe": {"summary": f"{shape} (generated from the GPU catalog)"},
         AXIS: {"gpu": s.gpu, "gpus_per_node": s.gpus_per_node, "nodes": s.nodes},
     }
     origins = {
