@@ -87,7 +87,8 @@ def test_relative_extends(tmp_path):
         ("[/etc/passwd.yaml]", "error[unsafe-name]"),
         ("['../../etc/passwd']", "error[unsafe-name]"),
         ("[policy/pi08]", "unknown policy part 'pi08' (did you mean pi07"),
-        ("[pi07/zero2/8xA10]", "unknown hardware in pi07/zero2/8xA10: '8xA10'"),
+        ("[pi07/zero2/big]", "unknown hardware in pi07/zero2/big: 'big'"),
+        ("[pi07/zero2/8xA1000]", "hardware '8xA1000': 'A1000' is not in the GPU catalog (hint: did you mean A100"),
         ("[nothing/here]", "unknown recipe 'nothing/here'"),
         ("[missing.yaml]", "no such file"),
         ("policy/pi07", "extends: must be a list"),
@@ -123,10 +124,13 @@ def test_an_extends_chain_1000_deep_is_one_error(tmp_path):
 
 def test_unknown_names_on_the_command_line():
     with pytest.raises(RecipeError) as info:
-        compose("pi07/zero2/8xA10")
-    assert info.value.exit_code == 2 and "8xA100" in str(info.value)
-    with pytest.raises(RecipeError, match="unknown hardware part '9xH100'"):
-        compose("pi07/zero2/8xA100", ["hardware=9xH100"])
+        compose("pi07/zero2/8xA1O0")
+    assert info.value.exit_code == 2 and "'A1O0' is not in the GPU catalog (hint: did you mean" in str(info.value)
+    assert "A100" in str(info.value).split("did you mean", 1)[1].split("?")[0]
+    with pytest.raises(RecipeError, match="unknown hardware part 'nine'"):
+        compose("pi07/zero2/8xA100", ["hardware=nine"])
+    with pytest.raises(RecipeError, match="hardware '9xH10': 'H10' is not in the GPU catalog"):
+        compose("pi07/zero2/8xA100", ["hardware=9xH10"])
     with pytest.raises(RecipeError, match="unsafe"):
         compose("../../etc/passwd")
     with pytest.raises(RecipeError, match="malformed override"):

@@ -36,7 +36,15 @@ def task_of(target, overrides=()) -> dict:
 # --- the task ---------------------------------------------------------------------------------
 def test_every_catalog_gpu_has_a_skypilot_name():
     catalog = yaml.safe_load((ROOT / "recipes" / "catalog" / "gpus.yaml").read_text())
-    assert set(skypilot.ACCELERATORS) == set(catalog)
+    assert set(skypilot.ACCELERATORS) | skypilot.UNNAMED == set(catalog)
+    assert not set(skypilot.ACCELERATORS) & skypilot.UNNAMED
+
+
+def test_a_gpu_skypilot_does_not_name_is_refused():
+    with pytest.raises(RecipeError) as info:
+        skypilot.accelerators(compose("ref-1b/ddp/2xRTX-4090", ["launch.launcher=skypilot"]).data)
+    assert "hardware.gpu RTX-4090 has no SkyPilot accelerator name" in str(info.value)
+    assert skypilot.accelerators(compose("tiny/ddp/2xT4").data) == "T4:2"
 
 
 def test_two_node_task():

@@ -64,7 +64,13 @@ def run(args) -> int:
     filters = {axis: getattr(args, axis) for axis in AXES}
     for axis, value in filters.items():
         if value and value not in sources.part_names(axis):
-            raise RecipeError(f"unknown {axis} {value!r}; known: {', '.join(sources.part_names(axis))}")
+            generated = ""
+            if axis == "hardware":
+                from registry.compose import hardware
+
+                if hardware.generable(value):
+                    generated = " (a generated hardware name: only parts with a file are listed)"
+            raise RecipeError(f"unknown {axis} {value!r}{generated}; known: {', '.join(sources.part_names(axis))}")
     with sources.pinned():
         found, hidden = listing.entries(
             filters,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from registry import names
-from registry.compose import catalog
+from registry.compose import catalog, hardware
 from registry.compose.overrides import Overrides
 from registry.compose.overrides import parse as parse_overrides
 from registry.doc import exists, leaves, merge
@@ -109,8 +109,8 @@ class Plan:
         self.stack: list[Path] = []
         self.tuned = False
         for axis, part in self.swaps.items():
-            if not sources.find(Name((axis, part))):
-                raise RecipeError(_unknown(f"{axis} part", part, sources.part_names(axis)))
+            if not hardware.exists(axis, part):
+                raise RecipeError(_unknown_part(axis, part, f"{axis} part"))
 
     def add_name(self, name: Name, where: str | None, own: bool, swap: bool = True) -> str:
         """Add what a name denotes; returns its canonical name. Axis swaps apply to the cell's
@@ -124,20 +124,37 @@ class Plan:
             return version.name
         if swap and len(name.segments) == 2 and name.segments[0] in self.swaps:
             name = Name((name.segments[0], self.swaps[name.segments[0]]), name.source)
-        if sources.is_cell(name):
+        if hardware.is_cell(name):
             cell = [self.swaps.get(axis, seg) for axis, seg in zip(AXES, name.segments)]
             for axis, seg in zip(AXES, cell):
-                self.add(sources.find(Name((axis, seg))), own=False)  # parts from any source
+                self.add_part(axis, seg)  # parts from any source
             overlay = sources.find(name)
             if overlay:
                 self.add(overlay, own=own and not self.swaps)
                 self.tuned = self.tuned or own
             return "/".join(cell)
         path = sources.find(name)
+        if path is None and len(name.segments) == 2 and hardware.exists(*name.segments):
+            self.add_generated(name.segments[1], own=own)
+            return name.path
         if path is None:
             raise _at(where, _unknown_name(name), "unknown-name")
         self.add(path, own=own)
         return name.path  # `team:exp/foo` is the recipe exp/foo from team; the qualifier is not its name
+
+    def add_part(self, axis: str, segment: str) -> None:
+        path = sources.find(Name((axis, segment)))
+        if path is None:  # only hardware parts are generated; hardware.exists said this one is
+            self.add_generated(segment, own=False)
+        else:
+            self.add(path, own=False)
+
+    def add_generated(self, segment: str, own: bool) -> None:
+        """A hardware part generated from its name: the catalog is the file it comes from."""
+        self.layers.append(_strip(hardware.part(segment), own))
+        table = sources.find(Name(catalog.CATALOG))
+        if table is not None and table.resolve() not in self.inputs:
+            self.inputs.append(table.resolve())
 
     def add(self, path: Path, own: bool) -> None:
         path = path.resolve()
@@ -257,13 +274,23 @@ def _unknown(what: str, value: str, known: list[str]) -> str:
 
 def _unknown_name(name: Name) -> str:
     segs = name.segments
-    if len(segs) == 3 and any(sources.find(Name((a, s))) for a, s in zip(AXES, segs)):
+    if len(segs) == 3 and any(hardware.exists(a, s) for a, s in zip(AXES, segs)):
         for axis, seg in zip(AXES, segs):
-            if not sources.find(Name((axis, seg))):
-                return _unknown(f"{axis} in {name}:", seg, sources.part_names(axis))
+            if not hardware.exists(axis, seg):
+                return _unknown_part(axis, seg, f"{axis} in {name}:")
     if len(segs) == 2 and segs[0] in AXES:
-        return _unknown(f"{segs[0]} part", segs[1], sources.part_names(segs[0]))
+        return _unknown_part(segs[0], segs[1], f"{segs[0]} part")
     return _unknown("recipe", name.path, known_names())
+
+
+def _unknown_part(axis: str, seg: str, what: str) -> str:
+    """An unknown part; a hardware name that reads NxGPU says what is wrong with it instead."""
+    if axis == hardware.AXIS:
+        why = hardware.problem(seg)
+        if why:
+            return why
+        return _unknown(what, seg, sources.part_names(axis)) + f" (or {hardware.FORM})"
+    return _unknown(what, seg, sources.part_names(axis))
 
 
 def known_names() -> list[str]:

@@ -1,5 +1,5 @@
 """Cell patterns for matrices: `tiny/*/cpu`, `ref-1b/{zero2,fsdp}/2xH100` (fnmatch per axis,
-one level of braces)."""
+one level of braces; a generated hardware name such as `2xH200` is matched as written)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import itertools
 import re
 from fnmatch import fnmatchcase
 
+from registry.compose import hardware
 from registry.errors import RecipeError
 from registry.names import AXES
 from registry.sharing import sources
@@ -37,6 +38,8 @@ def expand(pattern: str) -> list[str]:
     for axis, segment in zip(AXES, segments):
         options = alternatives(segment)
         matched = [p for p in sources.part_names(axis) if any(fnmatchcase(p, o) for o in options)]
+        # a generated hardware name is taken as written (a glob matches part files only)
+        matched += [o for o in options if axis == hardware.AXIS and not is_pattern(o) and hardware.generable(o)]
         if not matched:
             raise RecipeError(f"no {axis} part matches {segment!r}; known: {', '.join(sources.part_names(axis))}")
         chosen.append(matched)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from registry.compose import catalog
 from registry.doc import MISSING, lookup
 from registry.errors import RecipeError
 from registry.files import SCHEMA_DIR
@@ -63,7 +64,10 @@ def read(setup: Setup) -> Imported:
     if setup.trainer == "lerobot" and setup.trainer_args is None:
         raise RecipeError('--trainer lerobot needs --trainer-args "--policy.type=act ..."')
     _check_trainer_input(setup)
-    recipe, notes = from_accelerate(setup.accelerate, setup.gpu, setup.deepspeed, launch_flags(setup.launch_args))
+    gpu = catalog.canonical(setup.gpu)  # an alias (H100) is written as its entry (H100-SXM)
+    if gpu is None:
+        raise RecipeError(f"--gpu: {catalog.unknown(setup.gpu)}")
+    recipe, notes = from_accelerate(setup.accelerate, gpu, setup.deepspeed, launch_flags(setup.launch_args))
     origin = setup.accelerate.name + (f" and {setup.deepspeed.name}" if setup.deepspeed else "")
     part = None
     if setup.trainer == "opentau":

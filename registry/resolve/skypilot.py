@@ -27,6 +27,8 @@ SKY_HINT = "pip install 'skypilot[aws]==0.14.1' (the extra names your cloud: gcp
 ACCELERATORS = {
     "V100-16GB": "V100",
     "V100-32GB": "V100-32GB",
+    "T4": "T4",
+    "A10": "A10",
     "A10G": "A10G",
     "L4": "L4",
     "L40S": "L40S",
@@ -37,6 +39,9 @@ ACCELERATORS = {
     "H200": "H200",
     "B200": "B200",
 }
+# Catalog GPUs that SkyPilot's list of GPU names lacks: a skypilot launch of them is refused (the
+# name its clouds' catalogs file them under is not checked here, so none is guessed).
+UNNAMED = frozenset({"A30", "L40", "RTX-3090", "RTX-4090", "RTX-A6000", "RTX-6000-Ada", "H100-NVL"})
 
 
 class _Dumper(yaml.SafeDumper):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 
 from registry import view
+from registry.compose import catalog
 from registry.topology import nodes
 
 LOOPBACK = ("127.0.0.1", "localhost")
@@ -62,12 +64,47 @@ def mismatch(doc, host: list[GPU]) -> str | None:
         return f"the recipe needs {need} x {name}{per} and this host has no GPU (nvidia-smi found none)"
     if len(host) < need:
         return f"the recipe needs {need} GPUs{per} and this host has {len(host)}"
-    family = (gpu.name or "").split("-")[0].upper()
-    wrong = [g.name for g in host[:need] if family and family not in g.name.upper()]
-    if wrong:
-        return f"the recipe is for {name} and this host has {wrong[0]}"
     want = float(gpu.memory_gb or gpu.memory_gib) * 1e9 / 2**20
     small = [g for g in host[:need] if want and g.memory_mib < 0.85 * want]
     if small:
         return f"the recipe is for {name} and this host's GPUs have {small[0].memory_mib} MiB"
+    for g in host[:need]:
+        if not _same_model(gpu.name, g.name):
+            entry = catalog.device_entry(g.name)
+            return f"the recipe is for {name} and this host has {g.name}" + (f" ({entry})" if entry else "")
     return None
+
+
+def _same_model(recipe_gpu: str | None, device_name: str) -> bool:
+    """Whether a host card is the recipe's GPU: the catalog entry the card's name maps to, or,
+    for a card the catalog lacks, the recipe GPU's family (H100 of H100-SXM) in the card's name."""
+    if not recipe_gpu:
+        return True  # a GPU written out in full without a name: only its memory can be compared
+    entry = catalog.device_entry(device_name)
+    if entry is not None:
+        return entry == recipe_gpu
+    family = recipe_gpu.split("-")[0].upper()
+    return family in device_name.upper()
+
+
+def hardware_name(host: list[GPU]) -> str | None:
+    """This host's GPUs as a hardware name (`2xH200`), or None where it has none, the catalog
+    lacks its card or its cards differ."""
+    entries = {catalog.device_entry(g.name) for g in host}
+    if not host or len(entries) != 1 or None in entries:
+        return None
+    return f"{len(host)}x{entries.pop()}"
+
+
+def print_hardware_name() -> int:
+    """Print this host's hardware name (benchmarks/tune_acceptance.sh); exit 2 where it has none."""
+    host = gpus()
+    name = hardware_name(host)
+    if name is None:
+        found = ", ".join(sorted({g.name for g in host}))
+        why = "nvidia-smi found no GPU" if not host else f"{found}: not one catalog entry"
+        hint = "" if not host else " (hint: add the card to catalog/gpus.yaml, with its device_names)"
+        print(f"no hardware name for this host: {why}{hint}", file=sys.stderr)
+        return 2
+    print(name)
+    return 0

@@ -39,7 +39,7 @@ def copy(target: str, dest: str, force: bool, into: str | None = None) -> tuple[
     else:
         own = sources.find(original)
         parent = Name(original.segments, original.source, original.version)
-        if own is None and not sources.is_cell(original):
+        if own is None and not _is_cell(original):
             raise RecipeError(f"unknown recipe {target!r}")
     schema = os.path.relpath(SCHEMA_DIR / "recipe.schema.json", path.resolve().parent)
     head = f"{BINDING}{schema}\n# copied from {parent} by `recipe cp`\n"
@@ -118,3 +118,10 @@ def _body(own: Path) -> str:
     if same:
         return body
     return yaml.safe_dump(wanted, sort_keys=False, width=100) if wanted else ""
+
+
+def _is_cell(name: Name) -> bool:
+    """A cell of parts, a generated hardware name's included."""
+    from registry.compose import hardware
+
+    return hardware.is_cell(name)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from registry import view
 from registry.compose import Recipe, compose
+from registry.compose import hardware as generated_hardware
 from registry.errors import RecipeError
 from registry.estimate import estimate
 from registry.names import AXES, Name, looks_like_file, parse
@@ -109,9 +110,11 @@ def parse_target(text: str) -> Target:
         return Target(text, axis[0], axis[2], axis[1] or None, path)
     name = parse(text)
     segs = name.segments
-    if len(segs) == 2 and sources.find(Name(("policy", segs[0]))) and sources.find(Name(("hardware", segs[1]))):
+    if len(segs) == 2 and sources.find(Name(("policy", segs[0]))) and generated_hardware.exists("hardware", segs[1]):
         return Target(text, segs[0], segs[1])
-    if len(segs) == 3 and sources.is_cell(name):
+    if len(segs) == 2 and sources.find(Name(("policy", segs[0]))) and generated_hardware.problem(segs[1]):
+        raise RecipeError(str(generated_hardware.problem(segs[1])))
+    if len(segs) == 3 and generated_hardware.is_cell(name):
         return Target(text, segs[0], segs[2], backend=segs[1])
     raise RecipeError(
         f"{text!r} is neither POLICY/HARDWARE, a cell nor a recipe file (hint: recipe tune tiny/cpu, "
