@@ -112,12 +112,14 @@ def test_committed_report_meets_both_bars(grid, tmp_path):
         results / "grid_2xH100_ref-100m.json",
         results / "tune_2xH100_ref-1b_partial" / "points.jsonl",
         results / "grid_4xH200_accumulation.json",
+        results / "grid_4xH200_accumulation_4ranks.json",
     ]
     out = tmp_path / "heldout.json"
     assert grid.main(["evaluate", *map(str, sources), "--output", str(out)]) == 0
     report = json.loads(out.read_text())
     many = report["groups"]["accumulation > 1"]
-    assert many["count"] >= 48 and many["under_5_percent"] == 0
+    assert many["count"] >= 54 and many["under_5_percent"] == 0
+    assert {r["recipe"].split("/")[2] for r in report["points"]} >= {"2xH100", "4xH100"}
     assert {r["backend"] for r in report["points"] if r["gradient_accumulation_steps"] > 1} == set(
         grid.BACKENDS.split(",")
     )

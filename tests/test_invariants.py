@@ -103,7 +103,12 @@ CASES = {
     "lerobot-no-fsdp2": (
         "act/fsdp2/2xH100",
         [],
-        ["backend.version=1", "backend.sharding=FULL_SHARD", "backend.reshard_after_forward=null", "backend.use_orig_params=true"],
+        [
+            "backend.version=1",
+            "backend.sharding=FULL_SHARD",
+            "backend.reshard_after_forward=null",
+            "backend.use_orig_params=true",
+        ],
     ),
     "lerobot-policy-type": ("act/ddp/8xA100", ["policy.type=pi07_low_level"], []),
     "lerobot-push-to-hub": (
