@@ -3,9 +3,10 @@ confidence interval for that median, from order statistics. Pure Python, no torc
 
 For n exchangeable samples, the number below the true median is Binomial(n, 1/2), so the interval
 [x_(j), x_(n+1-j)] of the sorted samples covers the median with probability at least
-1 - 2 P(Bin(n, 1/2) <= j - 1), whatever the distribution. The widest j that still reaches
-CONFIDENCE is used; below 6 samples no interval reaches 95% and [min, max] is given with the
-coverage it has (75% for 3 samples), which is said wherever the figure is printed.
+1 - 2 P(Bin(n, 1/2) <= j - 1), whatever the distribution. The largest j that still reaches
+CONFIDENCE is used (the narrowest such interval); below 6 samples no interval reaches 95% and
+[min, max] is given with the coverage it has (75% for 3 samples), which is said wherever the
+figure is printed.
 
 Steps of one launch share its placement, clocks and communicators; launches of the same loop
 on one host have differed by up to 20%. A figure pooled from several launches is therefore never
