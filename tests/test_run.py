@@ -717,3 +717,30 @@ def test_every_cluster_engine_has_a_submission():
     from registry.run import CLUSTER_ENGINES, submit
 
     assert set(submit.ENGINES) == set(CLUSTER_ENGINES)
+
+
+def test_a_stale_extension_build_lock_is_named_before_a_deepspeed_launch(tmp_path, standin):
+    """A build killed midway leaves torch's `lock`; every later rank would wait on it without a
+    word (docs/failure-modes.md §51). A fresh lock is a build in progress and is not named."""
+    from registry.run.environment import STALE_LOCK_S, stale_build_locks
+
+    root = tmp_path / "ext"
+    stale, fresh = root / "deepspeed_shm_comm" / "lock", root / "py311_cpu" / "cpu_adam" / "lock"
+    for lock in (stale, fresh):
+        lock.parent.mkdir(parents=True)
+        lock.touch()
+    old = time.time() - 2 * STALE_LOCK_S
+    os.utime(stale, (old, old))
+    warning = stale_build_locks({"TORCH_EXTENSIONS_DIR": str(root)})
+    assert str(stale) in warning and str(fresh) not in warning and "20 min old" in warning
+    os.utime(fresh, (old, old))
+    assert str(fresh) in stale_build_locks({"TORCH_EXTENSIONS_DIR": str(root)})
+    assert stale_build_locks({"TORCH_EXTENSIONS_DIR": str(tmp_path / "none")}) is None
+    assert stale_build_locks({"XDG_CACHE_HOME": str(tmp_path)}) is None  # <cache>/torch_extensions: none
+
+    env, _ = standin
+    env = {**env, "TORCH_EXTENSIONS_DIR": str(root)}
+    r = run_cli("run", "pi07/zero2/8xA100", "--allow-hardware-mismatch", "--output-dir", str(tmp_path / "a"), env=env)
+    assert r.returncode == 0 and "torch extension build locks" in r.stderr and str(fresh) in r.stderr, r.stderr
+    r = run_cli("run", "pi07/fsdp/8xA100", "--allow-hardware-mismatch", "--output-dir", str(tmp_path / "b"), env=env)
+    assert "build lock" not in r.stderr  # FSDP builds no DeepSpeed op

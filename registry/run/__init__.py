@@ -163,6 +163,8 @@ def run(
     if not bundle.python and not find_program(bundle.program, env):
         raise RecipeError(f"{bundle.program} not found on PATH (hint: {bundle.install_hint})", Exit.NOT_FOUND)
     environment.report(environment.check(bundle, env, trainer_env))
+    if view.of(recipe.data).backend.kind == "deepspeed":
+        environment.report(environment.stale_build_locks(env))
     if bundle.python and not find_program(bundle.program, env):
         raise RecipeError(
             f"trainer.env {trainer_env}: no {bundle.program} (hint: {bundle.install_hint})", Exit.NOT_FOUND

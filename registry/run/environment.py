@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from registry.errors import Exit, RecipeError
@@ -103,3 +104,37 @@ def check(bundle, env: dict[str, str], env_field: str | None) -> str | None:
 def report(warning: str | None) -> None:
     if warning:
         print(warning, file=sys.stderr)
+
+
+STALE_LOCK_S = 600  # a JIT build of a DeepSpeed op takes seconds to a few minutes
+
+
+def extension_root(env: dict[str, str]) -> Path:
+    """Where torch builds C++ extensions just in time: TORCH_EXTENSIONS_DIR, else the user cache."""
+    if env.get("TORCH_EXTENSIONS_DIR"):
+        return Path(env["TORCH_EXTENSIONS_DIR"])
+    cache = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or str(Path.home()), ".cache")
+    return Path(cache) / "torch_extensions"
+
+
+def stale_build_locks(env: dict[str, str], now: float | None = None) -> str | None:
+    """A warning naming build locks older than STALE_LOCK_S. torch guards each extension build with
+    a `lock` file and waits for it without limit: a build killed midway leaves it behind, and every
+    later rank that needs the op (DeepSpeed builds its CPU communication op at start-up) waits
+    forever without a word (docs/failure-modes.md §51)."""
+    now = time.time() if now is None else now
+    root, old = extension_root(env), []
+    for lock in [*root.glob("*/lock"), *root.glob("*/*/lock")]:
+        try:
+            age = now - lock.stat().st_mtime
+        except OSError:
+            continue
+        if age > STALE_LOCK_S:
+            old.append(f"{lock} ({age / 60:.0f} min old)")
+    if not old:
+        return None
+    return (
+        f"recipe: warning: torch extension build lock{'s' if len(old) > 1 else ''} {', '.join(sorted(old))}: a"
+        " build killed midway leaves its lock, and ranks that build that op wait on it without end; remove it if"
+        " no build is running"
+    )
