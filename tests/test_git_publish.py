@@ -210,3 +210,19 @@ def test_git_failure_is_its_telling_line(stderr, reason):
     from registry.sharing.git import _reason
 
     assert _reason(stderr) == reason
+
+
+def test_adding_an_empty_repository_records_nothing_and_says_why(tmp_path):
+    """An empty repository clones without error; adding it used to record the source and then
+    fail on git's raw `rev-parse HEAD`, leaving `recipe source list` broken until edited by hand."""
+    empty = tmp_path / "empty.git"
+    git("init", "-q", "--bare", "-b", "main", str(empty), cwd=tmp_path)
+    env = team(tmp_path, "a")
+    r = run_cli("source", "add", "shared", f"file://{empty}", env=env)
+    one_line_error(r)
+    assert "is an empty git repository" in r.stderr and "push a first commit" in r.stderr
+    assert "rev-parse" not in r.stderr
+    listed = run_cli("source", "list", env=env)
+    assert listed.returncode == 0 and "shared" not in listed.stdout, listed.stdout + listed.stderr
+    cache = Path(env["RECIPE_CACHE"])
+    assert not (cache / "shared").exists() and not [p for p in cache.glob(".shared.*")]  # no half clone

@@ -483,3 +483,16 @@ def test_tune_on_cpu_end_to_end(tuned, tmp_path):
     published = run_cli("publish", str(overlay), "--to", "team-t", env=env)
     assert published.returncode == 0, published.stderr
     assert (team / "published" / "tuned" / "tiny" / win["backend"] / "cpu" / "1.yaml").is_file()
+
+
+@pytest.mark.parametrize("kind", ["under-a-file", "existing-file", "not-empty"])
+def test_an_output_dir_that_cannot_be_written_is_one_line(tmp_path, kind):
+    """A bad --output-dir is one line and exit 2 before any launch, never a traceback."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    folder = {"under-a-file": afile / "out", "existing-file": afile, "not-empty": tmp_path}[kind]
+    r = run_cli("tune", "tiny/cpu", "--output-dir", str(folder), "--budget", "0.01")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and str(folder) in errors[0], r.stderr
+    assert afile.read_text() == "x"

@@ -29,6 +29,13 @@ def add(name: str, where: str, rules_everywhere: bool = False) -> str:
                 git.clone(where, staging / "clone")
             except RecipeError as e:
                 raise RecipeError(f"cannot add {name}: {where} is unreachable or not a git repository ({e})") from None
+            try:  # an empty repository clones without error and has nothing to read: record nothing
+                commit = git.head(staging / "clone")
+            except RecipeError:
+                raise RecipeError(
+                    f"cannot add {name}: {where} is an empty git repository (hint: push a first commit, "
+                    "e.g. a recipes/ folder, then add it again)"
+                ) from None
             with config.editing() as entries:
                 _not_taken(name, entries)
                 clone = config.cache_dir() / name
@@ -38,7 +45,7 @@ def add(name: str, where: str, rules_everywhere: bool = False) -> str:
                 entries.append({"name": name, "git": where, **_scope(rules_everywhere)})
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        return f"{name}: {where} at {git.head(clone)[:12]}"
+        return f"{name}: {where} at {commit[:12]}"
     folder = Path(where).expanduser().resolve()
     if not folder.is_dir():
         raise RecipeError(f"cannot add {name}: {where} is not a directory")

@@ -230,7 +230,10 @@ def _output(target: Target, output_dir: str | None) -> Path:
         folder = Path(output_dir)
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
             raise RecipeError(f"{folder}: exists and is not an empty folder (hint: pick a new --output-dir)")
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise RecipeError(f"--output-dir {folder}: cannot create it ({e.strerror})") from None
         return folder
     from registry.run import claim
 
