@@ -226,3 +226,13 @@ def test_adding_an_empty_repository_records_nothing_and_says_why(tmp_path):
     assert listed.returncode == 0 and "shared" not in listed.stdout, listed.stdout + listed.stderr
     cache = Path(env["RECIPE_CACHE"])
     assert not (cache / "shared").exists() and not [p for p in cache.glob(".shared.*")]  # no half clone
+
+
+def test_an_unknown_name_says_how_to_see_what_teammates_published(tmp_path, remote):
+    env = user(tmp_path, "a", remote)
+    r = run_cli("show", "exp/brand-new", env=env)
+    one_line_error(r)
+    assert "unknown recipe 'exp/brand-new'" in r.stderr
+    assert "published to team-b since the last update" in r.stderr and "recipe source update" in r.stderr
+    bare = run_cli("show", "exp/brand-new")  # no git source: nothing to update
+    assert bare.returncode != 0 and "recipe source update" not in bare.stderr

@@ -280,7 +280,17 @@ def _unknown_name(name: Name) -> str:
                 return _unknown_part(axis, seg, f"{axis} in {name}:")
     if len(segs) == 2 and segs[0] in AXES:
         return _unknown_part(segs[0], segs[1], f"{segs[0]} part")
-    return _unknown("recipe", name.path, known_names())
+    return _unknown("recipe", name.path, known_names()) + _update_hint()
+
+
+def _update_hint() -> str:
+    """What a teammate published since the last `recipe source update` is not in the clones yet."""
+    teams = [s.name for s in sources.all_sources() if s.kind == "git"]
+    if not teams:
+        return ""
+    return (
+        f" (hint: recipes published to {', '.join(teams)} since the last update are not here yet: recipe source update)"
+    )
 
 
 def _unknown_part(axis: str, seg: str, what: str) -> str:
