@@ -362,3 +362,19 @@ def _shown(path):
     from registry.load import display_path
 
     return display_path(path)
+
+
+@pytest.mark.parametrize("backend, valid", [("ddp", False), ("fsdp", False), ("zero2", True)])
+def test_the_deepspeed_config_placeholder_needs_a_deepspeed_backend(backend, valid):
+    """resolve writes deepspeed.json only under DeepSpeed; elsewhere the program got a path to nothing."""
+    sets = [
+        f"backend={backend}",
+        "hardware.processes_per_node=1",
+        "trainer.kind=command",
+        "trainer.command.program=./train.sh",
+        "trainer.command.args=['--ds={deepspeed_config}']",
+    ]
+    found = [p for p in problems("tiny/ddp/1xH100", sets) if p.rule == "command-placeholders"]
+    assert (not found) is valid, [p.render() for p in found]
+    if not valid:
+        assert "deepspeed_config placeholder" in found[0].message and found[0].path == "trainer.command.args.0"

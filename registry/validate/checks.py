@@ -63,9 +63,19 @@ def command_placeholders(recipe: Section, rule: dict) -> list[Finding]:
     findings = []
     for i, template in enumerate(recipe.trainer.command.args or ()):
         for key in PLACEHOLDER.findall(template):
+            path = ("trainer", "command", "args", i)
             if key not in COMMAND_PLACEHOLDERS and lookup(recipe, key) is MISSING:
-                path = ("trainer", "command", "args", i)
                 findings.append(Finding("error", path, f"placeholder {key!r} names nothing in the recipe"))
+            elif key == "deepspeed_config" and recipe.backend.kind != "deepspeed":
+                # resolve writes deepspeed.json only under DeepSpeed: the program would get a path to nothing
+                findings.append(
+                    Finding(
+                        "error",
+                        path,
+                        f"the deepspeed_config placeholder under backend.kind {recipe.backend.kind}: no DeepSpeed JSON is written",
+                        "drop the argument, or use a DeepSpeed backend (backend=zero2, ...)",
+                    )
+                )
     return findings
 
 
