@@ -75,3 +75,11 @@ def test_bench_repeats_pool_their_launches():
     assert both.samples_per_s == 16.0 and (both.figure.lower, both.figure.upper) == (10.0, 22.0)
     failed = Outcome("x", skipped="failed with exit code 1")
     assert repeated([one, failed]) is failed and repeated([one]) is one
+
+
+def test_recorded_bounds_hold_the_median_they_round():
+    """A median equal to a bound (an order statistic) stays inside the interval as recorded."""
+    fig = interval.Figure(93.19894666515023, 93.19894666515023, 95.0004, 0.95, 1, 8)
+    recorded = fig.json()
+    assert recorded["lower"] <= fig.median <= recorded["upper"]
+    assert (recorded["lower"], recorded["upper"]) == (93.198, 95.001)

@@ -14,6 +14,7 @@ narrower than the spread of its launches' own medians (benchmarks/README.md)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from math import comb
 
@@ -79,9 +80,10 @@ class Figure:
         return f"[{self.lower:.1f}, {self.upper:.1f}]"
 
     def json(self) -> dict:
+        # rounded outwards, so that a median equal to a bound stays inside its interval
         return {
-            "lower": round(self.lower, 3),
-            "upper": round(self.upper, 3),
+            "lower": math.floor(self.lower * 1000) / 1000,
+            "upper": math.ceil(self.upper * 1000) / 1000,
             "confidence": round(self.confidence, 4),
             "launches": self.launches,
             "steps": self.steps,
