@@ -227,7 +227,7 @@ def measure(args) -> int:
     done = set()
     if args.out.exists():
         done = {key(json.loads(line)) for line in args.out.read_text().splitlines() if line.strip()}
-    began, installed = time.perf_counter(), versions()
+    began, installed, host = time.perf_counter(), versions(), host_gpus()
     for config in todo:
         if key(config) in done:
             continue
@@ -241,6 +241,7 @@ def measure(args) -> int:
             {"gpus": args.gpus, "port": args.port, "shard": args.shard, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
         )
         point["versions"] = installed  # of the measuring host: merge may run elsewhere
+        point["host"] = host
         print(json.dumps(point), flush=True)
         with args.out.open("a") as f:
             f.write(json.dumps(point) + "\n")
@@ -333,7 +334,8 @@ def merge(args) -> int:
     for path in args.parts:
         points += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     points.sort(key=lambda p: (p["recipe"], p["micro_batch_size"]))
-    gpus = args.host or host_gpus()
+    # the measuring host's GPUs, as its points recorded them: merge usually runs on another machine
+    gpus = args.host or next((p["host"] for p in points if p.get("host")), None) or host_gpus()
     doc = {
         "benchmark": "grid",
         "date": time.strftime("%Y-%m-%d"),
@@ -673,7 +675,7 @@ def main(argv=None) -> int:
     g = sub.add_parser("merge", help="join instances' JSON lines into results/grid_<name>.json")
     g.add_argument("parts", type=Path, nargs="+")
     g.add_argument("--command", default="", help="the command line(s) that measured, for provenance")
-    g.add_argument("--host", default=None, help="host GPUs (default: this machine's)")
+    g.add_argument("--host", default=None, help="host GPUs (default: as the points recorded them, else this machine's)")
     g.add_argument("--name", default=None, help="file name suffix (default: the hardware cell)")
     g.add_argument("--output", type=Path, default=None)
     e = sub.add_parser("evaluate", help="the estimator's error on points not used to fit it")

@@ -317,3 +317,14 @@ def test_the_figures_users_read_are_the_reports():
         row = f"| {g['count']} | {g['median']:.1%} | {g['worst']:.1%} (over) | {g['under_predicted']} of {g['count']} |"
         assert row in readme, row
         assert g["under_5_percent"] == 0
+
+
+def test_merge_names_the_host_that_measured(grid, tmp_path):
+    """merge runs wherever the parts were copied to: the grid's hardware is the measuring host's,
+    as its points recorded it, not the merging machine's ("no GPU" on a laptop)."""
+    part = tmp_path / "grid-0.jsonl"
+    point = {**_grid_point("ddp", 16, 100.0), "recipe": "ref-1b/ddp/2xH200", "host": "4 x NVIDIA H200"}
+    part.write_text(json.dumps(point) + "\n")
+    out = tmp_path / "grid.json"
+    assert grid.main(["merge", str(part), "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["hardware"] == "4 x NVIDIA H200"
