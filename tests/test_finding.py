@@ -80,7 +80,7 @@ def test_team_overlay_of_bundled_parts_is_tuned(team):
 def test_every_listed_name_resolves(team):
     root, env = team
     for steps in (101, 102):
-        r = run_cli("publish", "tiny/ddp/cpu", f"train.steps={steps}", "--to", "team-a", env=env)
+        r = run_cli("publish", "tiny/ddp/cpu", f"train.steps={steps}", "--replace", "--to", "team-a", env=env)
         assert r.returncode == 0, r.stderr
     write(root / "exp" / "foo.yaml", "extends: [tiny/ddp/cpu]\nrecipe:\n  summary: an experiment\n")
     newest = listing(env=env)
@@ -94,14 +94,20 @@ def test_every_listed_name_resolves(team):
         ("bundled:tiny/ddp/cpu", 1),
     }
     for r in every:
-        targets = [r["name"]] + ([f"{r['name']}@{r['version']}"] if r["version"] else [])
-        for target in targets:
+        for target in (r["name"], r["target"]):
             shown = run_cli("show", target, env=env)
             assert shown.returncode == 0, (target, shown.stderr)
             if r["version"] and "@" in target:
                 assert yaml.safe_load(shown.stdout)["recipe"].get("version") == r["version"], target
-    # `@1` is team-a's, which wins the bare name
-    assert yaml.safe_load(run_cli("show", "tiny/ddp/cpu@1", env=env).stdout)["train"]["steps"] == 101
+    # team-a's @1 and the bundled file's version 1: the bare pin names neither, and says so;
+    # the listing gives each its qualified name
+    assert {r["target"] for r in every if r["name"].endswith("tiny/ddp/cpu")} >= {
+        "tiny/ddp/cpu@2",
+        "team-a:tiny/ddp/cpu@1",
+    }
+    r = run_cli("show", "tiny/ddp/cpu@1", env=env)
+    assert r.returncode == 2 and "ambiguous" in r.stderr and "team-a:tiny/ddp/cpu@1" in r.stderr
+    assert yaml.safe_load(run_cli("show", "team-a:tiny/ddp/cpu@1", env=env).stdout)["train"]["steps"] == 101
 
 
 def test_bundled_version_resolves():
@@ -185,7 +191,7 @@ def test_cp_makes_a_recipe_of_its_own(tmp_path, team):
     r = run_cli("cp", "pi07-fast", "exp/pi07-faster", "--to", "team-a", env=env)
     assert r.returncode == 0, r.stderr
     copied = yaml.safe_load((root / "exp" / "pi07-faster.yaml").read_text())
-    assert copied["extends"] == ["pi07-fast@1"] and copied["recipe"]["name"] == "exp/pi07-faster"
+    assert copied["extends"] == ["team-a:pi07-fast@1"] and copied["recipe"]["name"] == "exp/pi07-faster"
     assert run_cli("show", "exp/pi07-faster", env=env).returncode == 0
     # a file inside a source is named by its path there, so that the name reaches it
     r = run_cli("cp", "tiny/ddp/cpu", str(root / "exp" / "tiny-copy.yaml"), env=env)

@@ -72,7 +72,7 @@ def one_line_error(r):
 def test_two_users_publish_and_see_each_other(tmp_path, remote):
     a, b = user(tmp_path, "a", remote), user(tmp_path, "b", remote)
     for env, steps, number in ((a, 101, 1), (b, 102, 2), (a, 103, 3)):
-        r = run_cli("publish", TINY, f"train.steps={steps}", "--to", "team-b", env=env)
+        r = run_cli("publish", TINY, f"train.steps={steps}", "--replace", "--to", "team-b", env=env)
         assert r.returncode == 0, r.stderr
         assert f"published team-b:{TINY}@{number} (" in r.stdout and "note:" not in r.stderr
         # the publisher's reading clone has it at once, without `recipe source update`
@@ -93,7 +93,8 @@ def test_concurrent_publishers_lose_nothing(tmp_path, remote):
     users = [user(tmp_path, "a", remote), user(tmp_path, "b", remote)]
     steps = {(u, i): 100 + 4 * u + i for u in range(2) for i in range(4)}
     procs = [
-        spawn_cli("publish", TINY, f"train.steps={s}", "--to", "team-b", env=users[u]) for (u, _), s in steps.items()
+        spawn_cli("publish", TINY, f"train.steps={s}", "--replace", "--to", "team-b", env=users[u])
+        for (u, _), s in steps.items()
     ]
     results = [(p.wait(timeout=120), p.stdout.read(), p.stderr.read()) for p in procs]
     assert all(rc == 0 for rc, _, _ in results), [err for _, _, err in results]
@@ -130,11 +131,11 @@ def test_beaten_push_is_published_again(tmp_path, remote):
     (hooks / "pre-push").write_text(
         f"#!/bin/sh\n[ -e {marker} ] && exit 0\ntouch {marker}\n"
         f"env -u GIT_CONFIG_COUNT {rival} {sys.executable} -m registry publish {TINY} train.steps=200"
-        " --to team-b >/dev/null\n"
+        " --replace --to team-b >/dev/null\n"
     )
     (hooks / "pre-push").chmod(0o755)
     hooked = {**a, "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.hooksPath", "GIT_CONFIG_VALUE_0": str(hooks)}
-    r = run_cli("publish", TINY, "train.steps=101", "--to", "team-b", env=hooked)
+    r = run_cli("publish", TINY, "train.steps=101", "--replace", "--to", "team-b", env=hooked)
     assert r.returncode == 0, r.stderr
     assert marker.exists()
     assert "another publisher pushed first; publishing tiny/ddp/cpu again" in r.stderr
@@ -150,7 +151,7 @@ def test_refused_push_and_gone_remote_leave_nothing(tmp_path, remote):
     hook = remote / "hooks" / "pre-receive"
     hook.write_text("#!/bin/sh\necho 'team-b: no push rights for a' >&2\nexit 1\n")
     hook.chmod(0o755)
-    r = run_cli("publish", TINY, "--to", "team-b", env=a)
+    r = run_cli("publish", TINY, "--replace", "--to", "team-b", env=a)
     one_line_error(r)
     assert f"cannot publish {TINY} to team-b (file://{remote})" in r.stderr and "declined" in r.stderr
     assert "no push rights for a" in r.stderr  # the remote's own words
@@ -161,7 +162,7 @@ def test_refused_push_and_gone_remote_leave_nothing(tmp_path, remote):
     hook.unlink()
     gone = remote.with_name("moved.git")
     remote.rename(gone)
-    r = run_cli("publish", TINY, "--to", "team-b", env=a)
+    r = run_cli("publish", TINY, "--replace", "--to", "team-b", env=a)
     one_line_error(r)
     assert "does not appear to be a git repository" in r.stderr
     gone.rename(remote)
@@ -173,7 +174,7 @@ def test_refused_push_and_gone_remote_leave_nothing(tmp_path, remote):
     stray.parent.mkdir(parents=True)
     stray.write_text("not a version\n")
     git("commit", "-q", "--allow-empty", "-m", "half done", cwd=work)
-    r = run_cli("publish", TINY, "--to", "team-b", env=a)
+    r = run_cli("publish", TINY, "--replace", "--to", "team-b", env=a)
     assert r.returncode == 0, r.stderr
     assert f"published team-b:{TINY}@1 (" in r.stdout  # numbers are not burnt by failures
     assert out(*LOG, cwd=remote).splitlines() == [f"publish {TINY}@1", "start"]

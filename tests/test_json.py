@@ -90,7 +90,7 @@ def test_diff_json():
 def test_history_json(tmp_path):
     env = {"RECIPE_PATH": f"team-a={tmp_path / 'team-a'}", "RECIPE_CONFIG": str(tmp_path / "sources.yaml")}
     (tmp_path / "team-a").mkdir()
-    assert run_cli("publish", "pi07/zero2/8xA100", "--to", "team-a", env=env).returncode == 0
+    assert run_cli("publish", "pi07/zero2/8xA100", "--replace", "--to", "team-a", env=env).returncode == 0
     r, doc = as_json("history", "pi07/zero2/8xA100", env=env)
     assert r.returncode == 0 and doc["name"] == "pi07/zero2/8xA100"
     (v,) = doc["versions"]

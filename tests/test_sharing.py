@@ -50,7 +50,7 @@ def team_a(tmp_path):
 
 
 def publish_and_push(work, env, *args):
-    r = run_cli("publish", "pi07/zero2/8xA100", *args, "--to", "team-a", env=env)
+    r = run_cli("publish", "pi07/zero2/8xA100", *args, "--replace", "--to", "team-a", env=env)
     assert r.returncode == 0, r.stderr
     git("add", ".", cwd=work)
     git("commit", "-qm", "publish", cwd=work)
@@ -112,7 +112,9 @@ def test_concurrent_publishes_lose_nothing(tmp_path, team_a):
     with ThreadPoolExecutor(4) as pool:
         results = list(
             pool.map(
-                lambda i: run_cli("publish", "tiny/ddp/cpu", f"train.steps={100 + i}", "--to", "team-a", env=a),
+                lambda i: run_cli(
+                    "publish", "tiny/ddp/cpu", f"train.steps={100 + i}", "--replace", "--to", "team-a", env=a
+                ),
                 range(4),
             )
         )
@@ -128,12 +130,12 @@ def test_publish_never_overwrites(tmp_path, team_a):
     target = work / "recipes" / "published" / "tiny" / "ddp" / "cpu" / "1.yaml"
     target.parent.mkdir(parents=True)
     target.write_text("someone else's file\n")
-    r = run_cli("publish", "tiny/ddp/cpu", "--to", "team-a", env=a)  # a version the index does not list
+    r = run_cli("publish", "tiny/ddp/cpu", "--replace", "--to", "team-a", env=a)  # a version the index does not list
     assert r.returncode == 1 and "index.yaml is missing" in r.stderr and target.read_text() == "someone else's file\n"
     target.unlink()
-    assert run_cli("publish", "tiny/ddp/cpu", "--to", "team-a", env=a).returncode == 0
+    assert run_cli("publish", "tiny/ddp/cpu", "--replace", "--to", "team-a", env=a).returncode == 0
     target.with_name("2.yaml").write_text("someone else's file\n")
-    r = run_cli("publish", "tiny/ddp/cpu", "--to", "team-a", env=a)
+    r = run_cli("publish", "tiny/ddp/cpu", "--replace", "--to", "team-a", env=a)
     assert r.returncode == 2 and "never overwritten" in r.stderr
     assert target.with_name("2.yaml").read_text() == "someone else's file\n"
     assert run_cli("publish", "pi07/zero3/8xA100", "--to", "team-a", env=a).returncode == 1  # invalid: not published

@@ -58,8 +58,10 @@ def test_concurrent_source_adds_lose_nothing(tmp_path):
 
 def test_concurrent_publishes_number_without_gaps(two_teams):
     ta, _, env = two_teams
-    procs = [spawn_cli("publish", TINY, f"train.steps={100 + i}", "--to", "ta", env=env) for i in range(12)]
-    procs += [spawn_cli("publish", "act/ddp/2xH100", "--to", "ta", env=env) for _ in range(4)]
+    procs = [
+        spawn_cli("publish", TINY, f"train.steps={100 + i}", "--replace", "--to", "ta", env=env) for i in range(12)
+    ]
+    procs += [spawn_cli("publish", "act/ddp/2xH100", "--replace", "--to", "ta", env=env) for _ in range(4)]
     results = finish(procs)
     assert all(rc == 0 for rc, _, _ in results), [err for _, _, err in results]
     index = yaml.safe_load((ta / "index.yaml").read_text())["versions"]
@@ -110,7 +112,7 @@ def test_extends_symlink_cannot_leave_its_source(tmp_path, two_teams):
 
 def test_published_file_cannot_leave_its_source(tmp_path, two_teams):
     ta, _, env = two_teams
-    assert run_cli("publish", TINY, "--to", "ta", env=env).returncode == 0
+    assert run_cli("publish", TINY, "--replace", "--to", "ta", env=env).returncode == 0
     secret = tmp_path / "credentials.yaml"
     secret.write_text("token: hunter2\n")
     version = ta / "published" / TINY / "1.yaml"
@@ -128,9 +130,9 @@ def test_published_file_cannot_leave_its_source(tmp_path, two_teams):
 def test_deleted_index_never_falls_through_to_another_source(two_teams):
     ta, _, env = two_teams
     for team, steps in (("ta", 111), ("tb", 222)):
-        r = run_cli("publish", TINY, f"train.steps={steps}", "--to", team, env=env)
+        r = run_cli("publish", TINY, f"train.steps={steps}", "--replace", "--to", team, env=env)
         assert r.returncode == 0, r.stderr
-    assert yaml.safe_load(run_cli("show", f"{TINY}@1", env=env).stdout)["train"]["steps"] == 111
+    assert yaml.safe_load(run_cli("show", f"ta:{TINY}@1", env=env).stdout)["train"]["steps"] == 111
     (ta / "index.yaml").unlink()
     for target in (f"{TINY}@1", f"ta:{TINY}@1", TINY, f"ta:{TINY}"):
         r = run_cli("show", target, env=env)
@@ -141,7 +143,7 @@ def test_deleted_index_never_falls_through_to_another_source(two_teams):
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "index.yaml" in r.stdout
     # the name dropped from an index that still exists: the same
-    run_cli("publish", "act/ddp/2xH100", "--to", "ta", env=env)
+    run_cli("publish", "act/ddp/2xH100", "--replace", "--to", "ta", env=env)
     r = run_cli("show", f"{TINY}@1", env=env)
     one_line_error(r)
     assert "index.yaml" in r.stderr
@@ -169,7 +171,7 @@ def test_qualified_free_standing_without_its_own_name(tmp_path, two_teams):
     assert shown["recipe"]["name"] == "exp/foo" and shown["train"]["steps"] == 7
     r = run_cli("run", "ta:exp/foo", "--dry-run", env=env, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
-    r = run_cli("publish", "ta:exp/foo", "--to", "tb", env=env)
+    r = run_cli("publish", "ta:exp/foo", "--replace", "--to", "tb", env=env)
     assert r.returncode == 0 and "published tb:exp/foo@1" in r.stdout, r.stderr
 
 

@@ -100,6 +100,7 @@ def _json(e: listing.Entry) -> dict:
     return {
         "name": e.name,
         "version": e.version,
+        "target": e.target or e.name,  # what `recipe show` takes for exactly this entry
         "source": e.source,
         "tuned": e.tuned,
         "status": e.status,

@@ -29,7 +29,7 @@ def register(subparsers) -> None:
     p.add_argument(
         "--replace",
         action="store_true",
-        help="publish a file under a name another source already has, shadowing it there",
+        help="publish a name another source already has (bundled included), shadowing it for this source's users",
     )
     p.set_defaults(func=run)
 
@@ -48,9 +48,9 @@ def run(args) -> int:
     chosen = [s for s in sources.all_sources() if s.name == args.to]
     if not chosen:
         raise RecipeError(f"unknown source {args.to!r}; known: {', '.join(s.name for s in sources.all_sources())}")
-    if names.looks_like_file(args.target) and not args.replace:
-        # a file that took another recipe's name (an old `recipe cp` kept it) would shadow that
-        # recipe for everyone who adds this source; publishing NAME itself is its next version
+    if not args.replace:
+        # a name another source has would be shadowed for everyone who adds this source, and its
+        # bare name would change meaning for them: only on purpose (docs/failure-modes.md §53)
         _not_shadowing(recipe.data["recipe"]["name"], chosen[0])
     if chosen[0].kind == "git":  # through the working copy the registry keeps, then pushed
         from registry.sharing import gitpublish
@@ -58,22 +58,33 @@ def run(args) -> int:
         version = gitpublish.publish(recipe, chosen[0])
     else:
         version = publish(recipe, chosen[0])
+    from registry.sharing import trust
+
+    trust.remember(chosen[0], {f"{version.name}@{version.number}": version.sha256})  # the publisher saw it first
     print(f"published {version.qualified} ({version.file}, sha256 {version.sha256[:12]})")
     return Exit.OK
 
 
 def _not_shadowing(name: str, target: sources.Source) -> None:
+    """A first publish of a name into `target` while another source has that name (a file, a
+    cell of its parts or published versions) needs --replace; a source's next version of a name
+    it has does not."""
     from registry.sharing.versions import index
 
     try:
         parsed = names.parse(name)
     except RecipeError:
         return  # the schema already refused a malformed name
-    others = [
-        s.name for s in sources.all_sources() if s.name != target.name and (s.file(parsed.segments) or name in index(s))
-    ]
+
+    def holds(source: sources.Source) -> bool:
+        return sources.has(source, parsed) or name in index(source)
+
+    if holds(target):
+        return
+    others = [s.name for s in sources.all_sources() if s.name != target.name and holds(s)]
     if others:
         raise RecipeError(
             f"{name}: {', '.join(others)} already has this name; publishing it to {target.name} would shadow it "
-            f"(hint: give the file its own recipe.name, or --replace to shadow {others[0]} on purpose)"
+            f"for everyone who adds {target.name} (hint: publish under a name of your own, e.g. "
+            f"recipe.name=my-team/{name.replace('/', '-')}, or --replace to shadow {others[0]} on purpose)"
         )

@@ -304,8 +304,15 @@ def _unknown_part(axis: str, seg: str, what: str) -> str:
 
 
 def known_names() -> list[str]:
+    """Every source's names, published ones included: a typo of a teammate's name is matched too."""
+    from registry.sharing import versions
+
     out: list[str] = []
     for source in sources.all_sources():
+        try:
+            out += list(versions.index(source))
+        except RecipeError:
+            pass  # a malformed index is reported where it is read, not in a suggestion
         out += ["/".join(c) for c in source.overlays()] + source.free_standing()
         out += [f"{axis}/{p}" for axis in AXES for p in source.parts(axis)]
     return sorted(set(out))

@@ -34,8 +34,8 @@ def copy(target: str, dest: str, force: bool, into: str | None = None) -> tuple[
     if path.exists() and not force:
         raise RecipeError(f"{path}: exists (hint: --force to replace it)")
     version = versions.lookup(original)
-    if version is not None:
-        own, parent = version.file, Name(original.segments, original.source, version.number)
+    if version is not None:  # pinned with its source: another source's later publish cannot redirect it
+        own, parent = version.file, versions.pin(version)
     else:
         own = sources.find(original)
         parent = Name(original.segments, original.source, original.version)

@@ -80,10 +80,9 @@ def clone(url: str, dest: Path) -> None:
     _git("clone", "--quiet", "--", url, str(dest), timeout=600)
 
 
-def update(repo: Path) -> str:
-    _git("fetch", "--quiet", "origin", cwd=repo, timeout=600)
-    _git("reset", "--quiet", "--hard", "origin/HEAD", cwd=repo)
-    return head(repo)
+def move(repo: Path, commit: str) -> None:
+    """A reading clone's work tree to `commit` (untracked files stay)."""
+    _git("reset", "--quiet", "--hard", commit, cwd=repo)
 
 
 def head(repo: Path) -> str:

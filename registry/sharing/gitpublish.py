@@ -102,9 +102,11 @@ def _git_step(name: str, source: sources.Source, instead: RecipeError | None = N
 
 def _read(source: sources.Source, work: Path, made: versions.Version) -> versions.Version:
     """The version as the reading clone has it once moved to the remote's new state."""
+    from registry.sharing.manage import refresh  # manage imports this module
+
     clone = config.cache_dir() / source.name
     try:
-        git.update(clone)
+        refresh(source.name, source.location, clone)
     except RecipeError as e:
         print(
             f"note: {made.qualified} is pushed, but {clone} was not moved to it ({e});"

@@ -143,7 +143,7 @@ def _rows(name: str, cell: tuple | None, providers: list[sources.Source], every_
         return [Entry(name, None, label, False, summary, target=name, cell=cell, path=name, parts_from=part_sources)]
     shadows = [s.name for s in providers if s.name != source.name]
     first = _entry(name, own, version, source.name, tuned, shadows, cell)
-    first.target = name if winner is None else f"{name}@{version}"
+    first.target = name if winner is None else _pinned(name, source, version)
     if winner is not None:
         first.published, first.date = True, winner.date
     out = [first]
@@ -162,7 +162,7 @@ def _rows(name: str, cell: tuple | None, providers: list[sources.Source], every_
             if other.name == source.name and v.number == version:
                 continue
             e = _entry(shown, v.file, v.number, other.name, tuned, [], cell)
-            e.target = f"{shown}@{v.number}"
+            e.target = _pinned(shown, other, v.number)
             e.published, e.date = True, v.date
             out.append(e)
         if other.name != source.name and not published:
@@ -171,6 +171,18 @@ def _rows(name: str, cell: tuple | None, providers: list[sources.Source], every_
             e.target = shown
             out.append(e)
     return out
+
+
+def _pinned(shown: str, source: sources.Source, number: int) -> str:
+    """NAME@N, or SOURCE:NAME@N where another source has a version N too (a bare pin would be
+    refused as ambiguous)."""
+    from registry.sharing import versions
+
+    if ":" in shown:
+        return f"{shown}@{number}"
+    if len(versions.holders(Name(tuple(shown.split("/")), None, number))) > 1:
+        return f"{source.name}:{shown}@{number}"
+    return f"{shown}@{number}"
 
 
 def _entry(name, own: Path | None, version, source: str, tuned: bool, shadows, cell) -> Entry:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
+from registry import names
 from registry.errors import RecipeError
 from registry.sharing import config, git, gitpublish, sources
 
@@ -36,6 +38,7 @@ def add(name: str, where: str, rules_everywhere: bool = False) -> str:
                     f"cannot add {name}: {where} is an empty git repository (hint: push a first commit, "
                     "e.g. a recipes/ folder, then add it again)"
                 ) from None
+            seen = _first_sight(sources.Source(name, sources._root(staging / "clone"), "git", where))
             with config.editing() as entries:
                 _not_taken(name, entries)
                 clone = config.cache_dir() / name
@@ -45,14 +48,36 @@ def add(name: str, where: str, rules_everywhere: bool = False) -> str:
                 entries.append({"name": name, "git": where, **_scope(rules_everywhere)})
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+        seen()
         return f"{name}: {where} at {commit[:12]}"
     folder = Path(where).expanduser().resolve()
     if not folder.is_dir():
         raise RecipeError(f"cannot add {name}: {where} is not a directory")
+    seen = _first_sight(sources.Source(name, sources._root(folder), "path", str(folder)))
     with config.editing() as entries:
         _not_taken(name, entries)
         entries.append({"name": name, "path": str(folder), **_scope(rules_everywhere)})
+    seen()
     return f"{name}: {folder}"
+
+
+def _first_sight(source: sources.Source):
+    """Check the versions a source offers against the ones this machine remembers from the same
+    place (a source removed and added again), before anything is recorded; returns what records
+    them once the source is added."""
+    from registry.sharing import trust, versions
+
+    try:
+        offered = {f"{n}@{e['version']}": e["sha256"] for n, entries in versions.index(source).items() for e in entries}
+    except RecipeError as e:
+        raise RecipeError(f"cannot add {source.name}: {e}") from None
+    changed = trust.changed(source, offered)
+    if changed:
+        raise RecipeError(
+            f"cannot add {source.name}: {len(changed)} published version(s) differ from the ones this machine saw "
+            f"from {source.location}: " + "; ".join(c.line() for c in changed)
+        )
+    return lambda: trust.remember(source, offered)
 
 
 def _scope(everywhere: bool) -> dict:
@@ -73,7 +98,10 @@ def remove(name: str) -> None:
         shutil.rmtree(config.cache_dir() / gitpublish.WORK / name, ignore_errors=True)  # its publishing copy
 
 
-def update(names: list[str]) -> list[str]:
+def update(names: list[str], accept: tuple[str, ...] = ()) -> list[str]:
+    missing = set(names) - {e["name"] for e in config.entries()}
+    if missing:
+        raise RecipeError(f"no source named {', '.join(sorted(missing))}")
     lines = []
     for entry in config.entries():
         if names and entry["name"] not in names:
@@ -84,11 +112,85 @@ def update(names: list[str]) -> list[str]:
         clone = config.cache_dir() / entry["name"]
         if not (clone / ".git").is_dir():
             git.clone(entry["git"], clone)
-        lines.append(f"{entry['name']}: {entry['git']} at {git.update(clone)[:12]}")
-    missing = set(names) - {e["name"] for e in config.entries()}
-    if missing:
-        raise RecipeError(f"no source named {', '.join(sorted(missing))}")
+        lines.append(f"{entry['name']}: {entry['git']} at {refresh(entry['name'], entry['git'], clone, accept)[:12]}")
     return lines
+
+
+def refresh(name: str, url: str, clone: Path, accept: tuple[str, ...] = ()) -> str:
+    """Move a git source's clone to the remote's newest commit, unless that changes a version
+    this machine has seen (a force-push, a rewritten index): then the clone stays where it was
+    and the error names each version with both hashes. `accept` takes the new hash of the
+    versions named (NAME@N). A history that is not a fast-forward is said."""
+    from registry.sharing import trust, versions
+
+    before = git.head(clone)
+    git.fetch(clone)
+    after = git.rev(clone, "origin/HEAD")
+    if after != before and not git.contains(clone, before, after):
+        print(
+            f"note: {name}: the remote's history was rewritten ({after[:12]} does not contain {before[:12]});"
+            " its versions are checked against the ones this machine has seen",
+            file=sys.stderr,
+        )
+    git.move(clone, after)
+    _forget_parsed()
+    source = sources.Source(name, sources._root(clone), "git", url)
+    try:
+        offered = {f"{n}@{e['version']}": e["sha256"] for n, entries in versions.index(source).items() for e in entries}
+    except RecipeError:
+        _back(clone, before)
+        raise
+    changed = [c for c in trust.changed(source, offered) if c.version not in accept]
+    if changed:
+        _back(clone, before)
+        raise RecipeError(
+            f"{name}: the remote changed {len(changed)} published version(s) this machine has seen: "
+            + "; ".join(c.line() for c in changed)
+            + f"; {name} stays at {before[:12]} (hint: if deliberate, recipe source update {name} "
+            + " ".join(f"--accept {c.version}" for c in changed)
+            + ")"
+        )
+    trust.remember(source, {v: d for v, d in offered.items() if v in accept}, replace=True)
+    trust.remember(source, offered)  # trust on first use: every version seen from now on
+    return after
+
+
+def _back(clone: Path, commit: str) -> None:
+    git.move(clone, commit)
+    _forget_parsed()
+
+
+def _forget_parsed() -> None:
+    # a reset can swap index.yaml within the file system's timestamp granularity and at the same
+    # size: read the file as it is now
+    from registry.load import _load_cached
+
+    _load_cached.cache_clear()
+
+
+def accept(name: str, wanted: list[str]) -> list[str]:
+    """Take the hashes a source's files have now for versions remembered with other ones (an
+    edit made on purpose in a directory source, or a clone moved by hand)."""
+    from registry.sharing import trust, versions
+
+    source = next((s for s in sources.all_sources() if s.name == name and s.kind != "bundled"), None)
+    if source is None:
+        raise RecipeError(f"no source named {name!r} (hint: recipe source list)")
+    offered = {f"{n}@{e['version']}": e["sha256"] for n, entries in versions.index(source).items() for e in entries}
+    unknown = [v for v in wanted if v not in offered]
+    if unknown:
+        raise RecipeError(f"{name} has no published {', '.join(unknown)} (hint: recipe history NAME)")
+    for version in wanted:  # the index's hash is the file's: never accept a file the index does not match
+        parsed = names.parse(version)
+        versions.verified_file(next(v for v in versions.versions(source, parsed.path) if v.number == parsed.version))
+    changed = {c.version: c for c in trust.changed(source, {v: offered[v] for v in wanted})}
+    trust.remember(source, {v: offered[v] for v in wanted}, replace=True)
+    return [
+        f"{name}:{v}: accepted sha256 {offered[v][:12]} (was {changed[v].remembered[:12]})"
+        if v in changed
+        else f"{name}:{v}: sha256 {offered[v][:12]}, as remembered"
+        for v in wanted
+    ]
 
 
 def rows() -> list[list[str]]:

@@ -61,6 +61,19 @@ class Source:
         return sorted(names)
 
 
+def confined(source: Source, relative: str | Path) -> Path:
+    """A path in the source that the registry reads or writes, refused when a symlink on the way
+    leads out of it (a remote's `published` pointing elsewhere): nothing goes through it."""
+    path = source.root.joinpath(relative)
+    if not path.resolve().is_relative_to(source.root.resolve()):
+        shown = Path(relative).as_posix()
+        raise RecipeError(
+            f"source {source.name!r}: {shown} leads outside the source (a symlink, to {path.resolve()}); "
+            "nothing is read or written through it"
+        )
+    return path
+
+
 @lru_cache(maxsize=4096)
 def _file(root: Path, source: str, segments: tuple[str, ...]) -> Path | None:
     # looked up many times per composition; a process sees one state of its sources

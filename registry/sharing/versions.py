@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import os
 import re
 import time
 from contextlib import contextmanager, nullcontext
@@ -19,7 +20,7 @@ from registry.errors import RecipeError
 from registry.files import write_atomic
 from registry.load import display_path, load_cached
 from registry.names import Name
-from registry.sharing import sources
+from registry.sharing import sources, trust
 
 INDEX = "index.yaml"
 FOLDER = "published"
@@ -45,8 +46,22 @@ class Version:
         return f"{self.source.name}:{self.name}@{self.number}"
 
 
+MAX_BYTES = 1 << 20  # the loader's limit for a recipe file: a published version is one
+
+
 def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """A published file's hash, read in chunks and only when its size is that of a recipe: a huge
+    file planted in a source is refused before it is read, never read whole into memory."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_BYTES:
+                raise RecipeError.at(
+                    str(path), "size", f"{size} bytes, larger than {MAX_BYTES}; not a published recipe"
+                )
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError as e:
+        raise RecipeError(f"{path}: cannot read: {e.strerror}") from None
 
 
 def index(source: sources.Source) -> dict[str, list[dict]]:
@@ -55,6 +70,7 @@ def index(source: sources.Source) -> dict[str, list[dict]]:
     path = source.root / INDEX
     if not path.is_file():
         return {}
+    sources.confined(source, INDEX)
     doc = load_cached(path)  # the index of published versions, not a recipe
     checked = _CHECKED.get(path)
     if checked is not None and checked[0] is doc:  # read many times per composition; checked once
@@ -172,23 +188,21 @@ def _unlisted(source: sources.Source) -> RecipeError | None:
 
 def lookup(name: Name) -> Version | None:
     """The version a name denotes, checked against its recorded hash; None when the winning
-    source has not published the name (and no version was asked for)."""
+    source has not published the name (and no version was asked for), or when NAME@N is the
+    bundled file as shipped."""
+    if name.version is not None and name.source is None:
+        return _pin(name)
     for source in sources.candidates(name):
         published = versions(source, name.path)
         if name.version is not None:
             match = next((v for v in published if v.number == name.version), None)
-            if match is None:
-                shipped = declared(source, name)
-                if not published and shipped == name.version:
-                    return None  # the bundled file as shipped: composed like the bare name
-                if published or sources.has(source, name):
-                    known = ", ".join(str(v.number) for v in published) or "none"
-                    also = f"; the bundled file is version {shipped}" if shipped else ""
-                    raise RecipeError(
-                        f"{source.name}:{name.path} has no version {name.version} (published: {known}{also})"
-                    )
-                continue
-            return verified(match)
+            if match is not None:
+                return verified(match)
+            if not published and declared(source, name) == name.version:
+                return None  # the bundled file as shipped: composed like the bare name
+            if published or sources.has(source, name):
+                _no_such_version(source, name, published)
+            continue
         if published:
             return verified(published[-1])
         if sources.has(source, name):
@@ -196,6 +210,54 @@ def lookup(name: Name) -> Version | None:
     if name.version is not None:
         raise RecipeError(f"no source has published {name.path}@{name.version}")
     return None
+
+
+def holders(name: Name) -> list[tuple[sources.Source, Version | None]]:
+    """Every source that has version N of the name: its published version, or (None) the bundled
+    file that declares N."""
+    found: list[tuple[sources.Source, Version | None]] = []
+    for source in sources.candidates(name):
+        match = next((v for v in versions(source, name.path) if v.number == name.version), None)
+        if match is not None:
+            found.append((source, match))
+        elif source.kind == "bundled" and declared(source, name) == name.version:
+            found.append((source, None))
+    return found
+
+
+def _pin(name: Name) -> Version | None:
+    """NAME@N without a source: the one version N of NAME among the sources, whatever their
+    order, so that a later publish elsewhere cannot change what it means. Where two sources have
+    a version N, the pin is ambiguous and refused, naming both: never the first in search order
+    (docs/failure-modes.md §53)."""
+    found = holders(name)
+    if len(found) > 1:
+        choices = " or ".join(f"{s.name}:{name.path}@{name.version}" for s, _ in found)
+        raise RecipeError(
+            f"{name.path}@{name.version} is ambiguous: {len(found)} sources have a version {name.version} "
+            f"(hint: name the source: {choices})",
+        )
+    if found:
+        source, match = found[0]
+        return verified(match) if match is not None else None
+    for source in sources.candidates(name):  # say what there is, from the first source that has the name
+        published = versions(source, name.path)
+        if published or sources.has(source, name):
+            _no_such_version(source, name, published)
+    raise RecipeError(f"no source has published {name.path}@{name.version}")
+
+
+def _no_such_version(source: sources.Source, name: Name, published: list[Version]) -> None:
+    known = ", ".join(str(v.number) for v in published) or "none"
+    shipped = declared(source, name)
+    also = f"; the bundled file is version {shipped}" if shipped else ""
+    raise RecipeError(f"{source.name}:{name.path} has no version {name.version} (published: {known}{also})")
+
+
+def pin(version: Version) -> str:
+    """How to write a pin to this version that another source's publish cannot redirect: the
+    bare NAME@N for a version of the bundled recipes, SOURCE:NAME@N for a team's."""
+    return f"{version.name}@{version.number}" if version.source.kind == "bundled" else version.qualified
 
 
 def declared(source: sources.Source, name: Name) -> int | None:
@@ -211,6 +273,13 @@ def declared(source: sources.Source, name: Name) -> int | None:
 
 
 def verified(version: Version) -> Version:
+    """A version whose file matches its index and whose hash is the one this machine first saw."""
+    verified_file(version)
+    trust.check(version)  # a remote that rewrites file and index together passes the first check
+    return version
+
+
+def verified_file(version: Version) -> None:
     if not version.file.is_file():
         raise RecipeError.at(str(version.file), "hash-mismatch", f"published version {version.qualified} is missing")
     actual = sha256(version.file)
@@ -221,7 +290,6 @@ def verified(version: Version) -> Version:
             f"published version {version.qualified} was changed after publishing "
             f"(sha256 {actual[:12]}, index says {version.sha256[:12]})",
         )
-    return version
 
 
 @contextmanager
@@ -231,7 +299,8 @@ def _locked(source: sources.Source):
 
     source.root.mkdir(parents=True, exist_ok=True)
     try:
-        with FileLock(source.root / LOCK, timeout=LOCK_WAIT_S):
+        # a lock file linked elsewhere would be opened (and truncated) there
+        with FileLock(sources.confined(source, LOCK), timeout=LOCK_WAIT_S):
             yield
     except Timeout:
         raise RecipeError(f"{source.root}: another publish holds {LOCK} (hint: try again)") from None
@@ -246,7 +315,7 @@ def _settled(source: sources.Source):
         return
     from filelock import FileLock, Timeout
 
-    lock: FileLock | None = FileLock(source.root / LOCK, timeout=LOCK_WAIT_S)
+    lock: FileLock | None = FileLock(sources.confined(source, LOCK), timeout=LOCK_WAIT_S)
     try:
         lock.acquire()
     except (OSError, Timeout):
@@ -271,7 +340,8 @@ def publish(recipe, source: sources.Source) -> Version:
             _none_unlisted(source, name, locked=True)  # never restart at 1 beside versions an index lost
         number = max((int(e["version"]) for e in entries.get(name, [])), default=0) + 1
         relative = Path(FOLDER, *name.split("/"), f"{number}.yaml")
-        target = source.root / relative
+        target = sources.confined(source, relative)  # a symlinked published/ would write elsewhere
+        sources.confined(source, INDEX)
         if target.exists():
             raise RecipeError(f"{target}: exists; a published version is never overwritten (hint: check {INDEX})")
         frozen = dict(recipe.data)

@@ -47,7 +47,9 @@ def active() -> list[TeamRules]:
             stamp = folder.stat().st_mtime_ns
         except OSError:
             continue
-        files = tuple((f, _stamp(f)) for f in _listing(folder, stamp))
+        files = tuple(
+            (sources.confined(source, f.relative_to(source.root)), _stamp(f)) for f in _listing(folder, stamp)
+        )
         if files:
             found.append(_source_rules(source.name, source.rules_everywhere, files))
     return found
