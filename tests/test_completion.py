@@ -66,7 +66,7 @@ def test_bash_completes_verbs_options_and_names(bash_script):
     assert bash_complete(bash_script, "recipe show --format ") == ["yaml", "json"]
     assert bash_complete(bash_script, "recipe diff --format=j") == ["json"]  # after the = word break
     assert bash_complete(bash_script, "recipe completion ") == ["bash", "zsh"]
-    assert bash_complete(bash_script, "recipe source ") == ["add", "list", "update", "remove"]
+    assert bash_complete(bash_script, "recipe source ") == ["add", "list", "update", "accept", "remove"]
     assert bash_complete(bash_script, "recipe history tiny/ddp/c") == ["tiny/ddp/cpu"]
     assert bash_complete(bash_script, "recipe list --hardware 8xH") == ["8xH100", "8xH200"]
 
