@@ -586,6 +586,18 @@ def test_one_launch_per_run_folder(ended_run):
         log.close()
 
 
+def test_resume_refuses_a_launch_log_that_is_a_symbolic_link(ended_run, tmp_path):
+    """launch.log is appended to on resume: a link would send the ranks' output (and the folder's
+    lock) to whatever file it names, outside the run folder."""
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("not the run's\n")
+    (ended_run / "launch.log").symlink_to(outside)
+    r = resume(ended_run, "train.steps=24")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "launch.log is a symbolic link" in r.stderr
+    assert outside.read_text() == "not the run's\n" and (ended_run / "launch.log").is_symlink()
+
+
 def test_a_terminal_sees_a_progress_bar_and_ctrl_c_ends_in_one_line(tmp_path):
     """`recipe run` under a pseudo-terminal, with real ranks: rank 0's bar reaches the terminal and
     updates; a second launch into the running folder is refused; Ctrl-C ends in one line that
