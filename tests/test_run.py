@@ -359,6 +359,21 @@ def test_a_log_that_cannot_grow_neither_stops_the_copy_nor_the_echo(capfdbinary)
     assert output.broken == {"log": True} and b"launch.log stopped (No space left on device)" in err
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("status", [0, 3])
+def test_a_full_disk_under_launch_log_keeps_the_trainers_exit_status(tmp_path, capfd, status):
+    """Closing launch.log flushed again what the full disk had refused: a traceback after the
+    trainer ended. Its exit status stands, and one line says the log stopped."""
+    from registry.run.supervise import supervise
+
+    log = open("/dev/full", "ab")  # noqa: SIM115 (supervise closes it)
+    trainer = ["sh", "-c", f"echo one; echo two; exit {status}"]
+    assert supervise([(trainer, dict(os.environ))], tmp_path, echo=False, log=log) == status
+    assert log.closed
+    err = capfd.readouterr().err
+    assert err.splitlines() == ["recipe: launch.log stopped (No space left on device); the run goes on"], err
+
+
 def test_a_line_every_rank_prints_is_shown_once_and_logged_each_time(capfdbinary):
     """Two ranks' copies of one library warning differ only in their time stamp: the terminal
     shows it once, launch.log keeps both; distinct lines and blank lines all pass."""

@@ -142,7 +142,7 @@ def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path, echo:
         deadline.cancel()
         for s, handler in previous.items():
             signal.signal(s, handler)
-        log.close()
+        _close(log, output)
         output.end_line()
     if stopping and stopping[0]:
         return 128 + stopping[0]
@@ -241,6 +241,17 @@ def _log(log, data: bytes, output: Output) -> None:
     except OSError as e:
         output.broken["log"] = True
         _say(f"recipe: launch.log stopped ({e.strerror or e}); the run goes on")
+
+
+def _close(log, output: Output) -> None:
+    """Close launch.log; closing flushes again what a full disk refused, and that failure must not
+    turn the trainer's exit status into a traceback (it has been said once already)."""
+    try:
+        log.close()
+    except OSError as e:
+        if not output.broken.get("log"):
+            output.broken["log"] = True
+            _say(f"recipe: launch.log stopped ({e.strerror or e}); its end is missing")
 
 
 def _quiet_stdout() -> None:
