@@ -562,8 +562,14 @@ def test_resuming_a_finished_run_says_so_and_trains_nothing(ended_run):
             lambda f: (f / "trainer_state.json").write_text('{"step": 7}'),
             "trainer_state.json says step 7, its folder 000012",
         ),
+        # a checkpoint is never empty (the weights or state/ at least): no list vouches for nothing
+        (
+            lambda f: (f / "trainer_state.json").write_text('{"step": 12, "files": {}}'),
+            "trainer_state.json lists no files",
+        ),
+        (lambda f: (f / "trainer_state.json").write_text('{"step": 12}'), "trainer_state.json lists no files"),
     ],
-    ids=["truncated", "missing-file", "malformed-state", "no-step", "step-not-the-folders"],
+    ids=["truncated", "missing-file", "malformed-state", "no-step", "step-not-the-folders", "no-files", "files-unset"],
 )
 def test_a_damaged_last_checkpoint_is_skipped_with_a_warning(ended_run, damage, why, capsys):
     """The newest checkpoint is damaged: the resume names what is wrong and goes back to the
