@@ -271,16 +271,28 @@ def test_long_names_stay_labels_and_apart():
     name = kubernetes.job_name(long)
     assert DNS1035.match(name) and len(f"{name}-worker-0") <= 63
     assert name != kubernetes.job_name(other)
-    assert kubernetes.job_name(doc) == "pi07-zero2-2x8xh100"
+    assert kubernetes.job_name(doc) == "pi07-zero2-2x8xh100-4fabab63"
+
+
+def test_names_the_label_folds_together_get_jobs_and_configmaps_of_their_own():
+    """exp/a_b and exp/a.b both became exp-a-b: one run's ConfigMap and job replaced the other's."""
+    doc = compose("pi07/zero2/2x8xH100").data
+    names = ["exp/a_b", "exp/a.b", "exp/a-b", "Exp/a_b", "exp/a/b", "exp-a-b"]
+    docs = [{**doc, "recipe": {**doc["recipe"], "name": n}} for n in names]
+    jobs = [kubernetes.job_name(d) for d in docs]
+    assert len(set(jobs)) == len(names) and len({kubernetes.configmap_name(d) for d in docs}) == len(names), jobs
+    for job in jobs:  # readable: the label first, then the hash of the full name
+        assert DNS1035.match(job) and len(f"{job}-worker-0") <= 63 and re.fullmatch(r"exp-a-b-[0-9a-f]{8}", job)
+    assert jobs == [kubernetes.job_name(d) for d in docs]  # stable: the same name, the same job
 
 
 def test_manifest_is_deterministic_and_says_how_to_submit():
     doc = compose("pi07/zero2/2x8xH100").data
     text = kubernetes.manifest(doc, IMAGE)
     assert text == kubernetes.manifest(doc, IMAGE)
-    assert "kubectl create configmap pi07-zero2-2x8xh100-files --from-file=." in text
+    assert "kubectl create configmap pi07-zero2-2x8xh100-4fabab63-files --from-file=." in text
     assert kubernetes.submit_lines(doc, "runs/x").splitlines() == [
-        "kubectl create configmap pi07-zero2-2x8xh100-files --from-file=runs/x --dry-run=client -o yaml | kubectl apply -f -",
+        "kubectl create configmap pi07-zero2-2x8xh100-4fabab63-files --from-file=runs/x --dry-run=client -o yaml | kubectl apply -f -",
         "kubectl apply -f runs/x/kubernetes.yaml",
     ]
     assert os.path.basename(kubernetes.MANIFEST) == "kubernetes.yaml"
@@ -307,10 +319,10 @@ def test_recipe_run_submits_the_folder_and_the_job_with_kubectl(tmp_path):
     r = run_cli(*args, "--output-dir", str(run_dir), env=env)
     assert r.returncode == 0, r.stderr
     calls = log.read_text().splitlines()
-    assert calls[0].startswith("create configmap pi07-zero2-2x8xh100-files --from-file=" + str(run_dir))
+    assert calls[0].startswith("create configmap pi07-zero2-2x8xh100-4fabab63-files --from-file=" + str(run_dir))
     assert calls[1] == "apply -f -" and calls[2] == f"apply -f {run_dir / 'kubernetes.yaml'}"
     assert (tmp_path / "kubectl.log.stdin").read_text() == "kind: ConfigMap\n"
-    assert "kubectl logs -f pi07-zero2-2x8xh100-master-0" in r.stderr
+    assert "kubectl logs -f pi07-zero2-2x8xh100-4fabab63-master-0" in r.stderr
     refused = run_cli(*args, "--output-dir", str(tmp_path / "run2"), env={**env, "KUBECTL_EXIT": "1"})
     assert refused.returncode == 2 and "kubectl could not make the job (exit 1)" in refused.stderr
     bare = run_cli(*args, "--output-dir", str(tmp_path / "run3"), env={"PATH": os.path.dirname(sys.executable)})

@@ -301,3 +301,25 @@ def test_rendezvous_port_reaches_accelerate_on_one_node(tmp_path):
     assert load_accelerate(tmp_path, files["accelerate.yaml"]).main_process_port == 29611
     files = resolve(compose("ref-100m/zero2/2xH100")).files
     assert load_accelerate(tmp_path, files["accelerate.yaml"]).main_process_port == 29500
+
+
+def test_accelerate_config_placeholder_names_each_nodes_yaml(tmp_path):
+    """On several nodes the yaml is written per node by launch.sh; the placeholder reached the
+    program as the unexpanded text accelerate.node-"${MACHINE_RANK}".yaml (issue 24)."""
+    out = tmp_path / "run"
+    args = "trainer.command.args=['--cfg={accelerate_config}', '{accelerate_config}', '--n=$HOME {world_size}']"
+    r = run_cli(
+        "resolve", "tiny/ddp/2x1xH100", "trainer.kind=command", "trainer.command.program=my-train", args, "-o", str(out)
+    )
+    assert r.returncode == 0, r.stderr
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("accelerate", 'for a in "$@"; do echo "ARG $a"; done'), ("my-train", "")):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")  # not a python #!: launch.sh runs it as is
+        (bin_dir / name).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "MACHINE_RANK": "1", "HOME": "/nowhere"}
+    got = subprocess.run(["bash", str(out / "launch.sh")], capture_output=True, text=True, env=env)
+    assert got.returncode == 0, got.stderr
+    argv = [line[4:] for line in got.stdout.splitlines()]
+    assert argv[-3:] == ["--cfg=accelerate.node-1.yaml", "accelerate.node-1.yaml", "--n=$HOME 2"], argv
+    assert (out / "accelerate.node-1.yaml").is_file()

@@ -359,6 +359,21 @@ def test_a_log_that_cannot_grow_neither_stops_the_copy_nor_the_echo(capfdbinary)
     assert output.broken == {"log": True} and b"launch.log stopped (No space left on device)" in err
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("status", [0, 3])
+def test_a_full_disk_under_launch_log_keeps_the_trainers_exit_status(tmp_path, capfd, status):
+    """Closing launch.log flushed again what the full disk had refused: a traceback after the
+    trainer ended. Its exit status stands, and one line says the log stopped."""
+    from registry.run.supervise import supervise
+
+    log = open("/dev/full", "ab")  # noqa: SIM115 (supervise closes it)
+    trainer = ["sh", "-c", f"echo one; echo two; exit {status}"]
+    assert supervise([(trainer, dict(os.environ))], tmp_path, echo=False, log=log) == status
+    assert log.closed
+    err = capfd.readouterr().err
+    assert err.splitlines() == ["recipe: launch.log stopped (No space left on device); the run goes on"], err
+
+
 def test_a_line_every_rank_prints_is_shown_once_and_logged_each_time(capfdbinary):
     """Two ranks' copies of one library warning differ only in their time stamp: the terminal
     shows it once, launch.log keeps both; distinct lines and blank lines all pass."""
@@ -547,8 +562,14 @@ def test_resuming_a_finished_run_says_so_and_trains_nothing(ended_run):
             lambda f: (f / "trainer_state.json").write_text('{"step": 7}'),
             "trainer_state.json says step 7, its folder 000012",
         ),
+        # a checkpoint is never empty (the weights or state/ at least): no list vouches for nothing
+        (
+            lambda f: (f / "trainer_state.json").write_text('{"step": 12, "files": {}}'),
+            "trainer_state.json lists no files",
+        ),
+        (lambda f: (f / "trainer_state.json").write_text('{"step": 12}'), "trainer_state.json lists no files"),
     ],
-    ids=["truncated", "missing-file", "malformed-state", "no-step", "step-not-the-folders"],
+    ids=["truncated", "missing-file", "malformed-state", "no-step", "step-not-the-folders", "no-files", "files-unset"],
 )
 def test_a_damaged_last_checkpoint_is_skipped_with_a_warning(ended_run, damage, why, capsys):
     """The newest checkpoint is damaged: the resume names what is wrong and goes back to the
@@ -584,6 +605,18 @@ def test_one_launch_per_run_folder(ended_run):
         assert r.returncode == 2 and "a run is going on in this folder" in r.stderr, r.stderr
     finally:
         log.close()
+
+
+def test_resume_refuses_a_launch_log_that_is_a_symbolic_link(ended_run, tmp_path):
+    """launch.log is appended to on resume: a link would send the ranks' output (and the folder's
+    lock) to whatever file it names, outside the run folder."""
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("not the run's\n")
+    (ended_run / "launch.log").symlink_to(outside)
+    r = resume(ended_run, "train.steps=24")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "launch.log is a symbolic link" in r.stderr
+    assert outside.read_text() == "not the run's\n" and (ended_run / "launch.log").is_symlink()
 
 
 def test_a_terminal_sees_a_progress_bar_and_ctrl_c_ends_in_one_line(tmp_path):

@@ -342,6 +342,9 @@ def test_readme_example(tmp_path):
         (["--gpus-per-node=4"], "asks for 4 GPUs per node and the hardware part has 8"),
         (["--gres=gpu:h100:4"], "asks for 4 GPUs per node"),
         (["-G 8"], "asks for 8 GPUs in all and the hardware part has 16"),
+        (["--gpus-per-task=4"], "asks for 4 GPUs per task (one task per node) and the hardware part has 8"),
+        (["--gpus-per-task 4"], "asks for 4 GPUs per task"),
+        (["--gpus-per-task=h100:16"], "asks for 16 GPUs per task"),
         (["--exclusive --nodes=3"], "asks for 3 nodes"),  # several options on one line, a flag first
         (["--exclusive -N 3 --requeue"], "asks for 3 nodes"),
     ],
@@ -353,6 +356,12 @@ def test_counts_set_again_in_extra_lines_are_refused(extra, said):
     errors = [p for p in validate(recipe.data, recipe.origins) if p.is_error]
     assert [p.rule for p in errors] == ["engine-counts"] and said in errors[0].message, errors
     assert errors[0].path == "launch.slurm"
+
+
+def test_gpus_per_task_that_matches_the_hardware_part_passes():
+    """One task per node: --gpus-per-task is the node's GPU count, and the hardware part's passes."""
+    recipe = compose("pi07/zero2/2x8xH100", ["launch.launcher=slurm", "launch.slurm.extra=['--gpus-per-task 8']"])
+    assert [p.render() for p in validate(recipe.data, recipe.origins) if p.is_error] == []
 
 
 def test_engine_files_read_back_agree_for_every_sampled_cell():

@@ -64,16 +64,16 @@ OPERATOR_ENV = (
 
 def job_name(doc) -> str:
     """The recipe's name as a DNS-1035 label (the operator's webhook requires one), short enough that
-    the pods' services, `<job>-worker-<i>`, are labels too (63 characters at most)."""
+    the pods' services, `<job>-worker-<i>`, are labels too (63 characters at most). The label folds
+    names together (exp/a_b, exp/a.b and Exp/a-b are all exp-a-b, and long ones are cut), so a
+    digest of the full name follows it: two recipes never share a job or a ConfigMap."""
     name = view.of(doc).recipe.name or "recipe"
     label = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]", "-", name.lower())).strip("-")
     if not label[:1].isalpha():
         label = f"r-{label}".rstrip("-")
-    room = 63 - len(f"-worker-{max(nodes(doc) - 2, 0)}")
-    if len(label) > room:  # keep names of long recipes apart: a digest of the full name
-        digest = hashlib.sha256(name.encode()).hexdigest()[:6]
-        label = f"{label[: room - 7].rstrip('-')}-{digest}"
-    return label
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    room = 63 - len(f"-worker-{max(nodes(doc) - 2, 0)}") - len(f"-{digest}")
+    return f"{label[:room].rstrip('-')}-{digest}"
 
 
 def configmap_name(doc) -> str:

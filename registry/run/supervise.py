@@ -8,6 +8,7 @@ import fcntl
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -53,10 +54,23 @@ def hold(folder: Path):
     """launch.log, opened to append and locked: one launch per run folder at a time (a second
     `--resume` of a running run is refused). The watchdog inherits it, so the lock lasts until the
     last rank is gone, even when `recipe run` itself is killed."""
+    path = folder / "launch.log"
+    # a resume appends to it: a link (or a fifo, a device) would take the ranks' output, and the
+    # folder's lock, out of the run folder; refused rather than removed, it may be someone's doing
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        log = open(folder / "launch.log", "ab")  # noqa: SIM115 (closed by supervise)
+        fd = os.open(path, flags, 0o644)
     except OSError as e:
+        if path.is_symlink():
+            raise RecipeError(
+                f"{folder}: launch.log is a symbolic link; nothing is written through it"
+                " (hint: move it away, then run again)"
+            ) from None
         raise RecipeError(f"{folder}: cannot write launch.log: {e.strerror or e}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise RecipeError(f"{folder}: launch.log is not a regular file (hint: move it away, then run again)")
+    log = os.fdopen(fd, "ab")
     try:
         fcntl.flock(log.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -128,7 +142,7 @@ def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path, echo:
         deadline.cancel()
         for s, handler in previous.items():
             signal.signal(s, handler)
-        log.close()
+        _close(log, output)
         output.end_line()
     if stopping and stopping[0]:
         return 128 + stopping[0]
@@ -227,6 +241,17 @@ def _log(log, data: bytes, output: Output) -> None:
     except OSError as e:
         output.broken["log"] = True
         _say(f"recipe: launch.log stopped ({e.strerror or e}); the run goes on")
+
+
+def _close(log, output: Output) -> None:
+    """Close launch.log; closing flushes again what a full disk refused, and that failure must not
+    turn the trainer's exit status into a traceback (it has been said once already)."""
+    try:
+        log.close()
+    except OSError as e:
+        if not output.broken.get("log"):
+            output.broken["log"] = True
+            _say(f"recipe: launch.log stopped ({e.strerror or e}); its end is missing")
 
 
 def _quiet_stdout() -> None:

@@ -25,7 +25,7 @@ def write(folder: Path, step: int) -> None:
 
 def check(folder: Path) -> int:
     """The checkpoint's step if it is complete: trainer_state.json parses, its step is the
-    folder's, and every file it lists is there with its size. ValueError saying what is wrong."""
+    folder's, it lists files, and every one is there with its size. ValueError saying what is wrong."""
     path = folder / FILE
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
@@ -41,6 +41,8 @@ def check(folder: Path) -> int:
     files = state.get("files", {})
     if not isinstance(files, dict):
         raise ValueError(f"{FILE} lists its files wrongly")
+    if not files:  # a resumable checkpoint holds state/ at least: an empty list vouches for nothing
+        raise ValueError(f"{FILE} lists no files")
     for name, size in files.items():
         file = folder / name
         if not file.is_file():

@@ -5,11 +5,12 @@ The `command-placeholders` rule has checked every placeholder before this runs."
 from __future__ import annotations
 
 import os
+import shlex
 
 from registry import view
 from registry.doc import PLACEHOLDER, lookup
 from registry.topology import world_size
-from registry.trainers.base import Context, Invocation, flag_value
+from registry.trainers.base import Context, Invocation, Raw, flag_value
 
 # The program is given the values its {placeholders} name, and reads the rest from the resolved
 # recipe ({recipe_lock}); other trainers' options and the run folder are not its (resolve/fields.py).
@@ -28,11 +29,20 @@ def launch_values(recipe, ctx: Context) -> dict:
 
 
 def fill(template: str, doc, known: dict) -> str:
-    def value(match):
+    """The argument; shell text (Raw) when a launch value is: on several nodes {accelerate_config}
+    is launch.sh's per-node yaml, whose name the shell completes with the node's rank."""
+    pieces, last = [], 0
+    for match in PLACEHOLDER.finditer(template):
         key = match.group(1)
-        return str(known[key]) if key in known else flag_value(view.plain(lookup(doc, key)))
-
-    return PLACEHOLDER.sub(value, template)
+        pieces += [
+            template[last : match.start()],
+            known[key] if key in known else flag_value(view.plain(lookup(doc, key))),
+        ]
+        last = match.end()
+    pieces.append(template[last:])
+    if not any(isinstance(p, Raw) for p in pieces):
+        return "".join(str(p) for p in pieces)
+    return Raw("".join(p if isinstance(p, Raw) else shlex.quote(str(p)) for p in pieces if p != ""))
 
 
 def invocation(doc, ctx: Context) -> Invocation:

@@ -23,6 +23,8 @@ def _load(text: str):
 # sbatch's spellings of the counts (`man sbatch`)
 NODE_OPTIONS = ("-N", "--nodes")
 TOTAL_GPU_OPTIONS = ("-G", "--gpus")
+# slurm.sbatch starts one task per node (rule slurm-one-task-per-node): a task's GPUs are the node's
+TASK_GPU_OPTIONS = ("--gpus-per-task",)
 
 
 def sbatch_options(text: str) -> list[tuple[str, str]]:
@@ -76,6 +78,8 @@ def slurm_counts(text: str) -> dict[str, str]:
             counts["gpus_per_node"] = gres
         elif key in TOTAL_GPU_OPTIONS:
             counts["gpus"] = value.split(":")[-1]
+        elif key in TASK_GPU_OPTIONS:
+            counts["gpus_per_task"] = value.split(":")[-1]
     return counts
 
 
@@ -133,12 +137,14 @@ def disagreements(doc) -> list[tuple[str, str]]:
     want = {
         "nodes": str(nodes(doc)),
         "gpus_per_node": str(hardware.gpus_per_node or 0),
+        "gpus_per_task": str(hardware.gpus_per_node or 0),
         "gpus": str(nodes(doc) * (hardware.gpus_per_node or 0)),
         "processes_per_node": str(processes_per_node(doc)),
     }
     words = {
         "nodes": "nodes",
         "gpus_per_node": "GPUs per node",
+        "gpus_per_task": "GPUs per task (one task per node)",
         "gpus": "GPUs in all",
         "processes_per_node": "processes per node",
     }
