@@ -31,6 +31,7 @@ from registry.commands import (
     source,
     tune,
     validate,
+    verify,
 )
 from registry.errors import Exit, RecipeError
 from registry.names import is_override
@@ -43,6 +44,7 @@ VERBS = (
     validate,
     resolve,
     run,
+    verify,
     estimate,
     bench,
     tune,

@@ -77,6 +77,7 @@ KINDS = {
     ("source", "update", "names"): "source",
     ("source", "remove", "name"): "source",
     ("cp", "target"): "recipe",
+    ("verify", "target"): "file",  # a run folder or its recipe.lock.yaml
 }
 
 

@@ -10,6 +10,7 @@ EXAMPLES = """\
 examples:
   recipe run tiny/ddp/cpu
   recipe run pi07/zero2/8xA100 train.micro_batch_size=16 --dry-run
+  recipe run tiny/ddp/cpu train.steps=400 --resume runs/tiny_ddp_cpu/20250101-120000 --require-same-env
 """
 
 
@@ -36,6 +37,12 @@ def register(subparsers) -> None:
         metavar="DIR",
         help="continue a run of the built-in trainer from its last checkpoint (default: the newest run of this recipe)",
     )
+    p.add_argument(
+        "--require-same-env",
+        action="store_true",
+        help="with --resume: refuse (exit 1) when this host's environment differs from the one the run's lock"
+        " records (default: warn and record both; see recipe verify)",
+    )
     p.set_defaults(func=run)
 
 
@@ -44,6 +51,10 @@ def run(args) -> int:
 
     if args.resume is not None and args.output_dir:
         raise RecipeError("give --resume DIR or --output-dir, not both")
+    if args.require_same_env and args.resume is None:
+        raise RecipeError(
+            "--require-same-env goes with --resume (a new run records its environment; nothing to compare)"
+        )
     return launch(
         args.target,
         args.overrides,
@@ -51,4 +62,5 @@ def run(args) -> int:
         output_dir=args.output_dir,
         allow_mismatch=args.allow_hardware_mismatch,
         resume=args.resume,
+        require_same_env=args.require_same_env,
     )

@@ -1,5 +1,9 @@
 """recipe.lock.yaml: the fully resolved recipe, the sha256 of every input and output file, where
-each input came from, and the tool version. Deterministic: no dates, no absolute paths."""
+each input came from, and the tool version. Deterministic: no dates, no absolute paths.
+
+What is written here is host-independent, as `recipe resolve` is: the same recipe gives the same
+lock anywhere. `recipe run` appends the host's side, the `environment` it launched in (package
+versions, CUDA, driver, GPUs, dataset revision), in registry/run/envlock.py."""
 
 from __future__ import annotations
 
@@ -58,4 +62,9 @@ def lock(recipe: Recipe, outputs: dict[str, str]) -> str:
         "outputs": {name: sha256(text.encode()) for name, text in sorted(outputs.items())},
         "resolved": recipe.data,
     }
+    return dump(content)
+
+
+def dump(content: dict) -> str:
+    """A lock's text: keys in the order given (a lock read back and dumped again is unchanged)."""
     return yaml.safe_dump(content, sort_keys=False, width=100)

@@ -15,8 +15,8 @@ from registry import view
 from registry.compose import Recipe, compose
 from registry.errors import Exit, RecipeError
 from registry.files import write_atomic
-from registry.resolve import Bundle, resolve
-from registry.run import environment, machine
+from registry.resolve import LOCK, Bundle, resolve
+from registry.run import environment, envlock, machine
 from registry.run import resume as resume_
 from registry.run.supervise import hold, supervise
 from registry.topology import nodes
@@ -46,6 +46,13 @@ def write_bundle(bundle: Bundle, folder: Path) -> None:
             write_atomic(folder / name, text, 0o755 if name.endswith(".sh") else 0o644)
     except OSError as e:
         raise RecipeError(f"{folder}: cannot write the resolved files: {e.strerror or e}") from None
+
+
+def _write_lock(folder: Path, text: str) -> None:
+    try:
+        write_atomic(folder / LOCK, text)
+    except OSError as e:
+        raise RecipeError(f"{folder}: cannot write {LOCK}: {e.strerror or e}") from None
 
 
 def fresh_run_dir(recipe: Recipe, output_dir: str | None, base: Path = Path("runs")) -> Path:
@@ -138,6 +145,7 @@ def run(
     output_dir: str | None,
     allow_mismatch: bool,
     resume: str | None = None,
+    require_same_env: bool = False,
 ) -> int:
     recipe, bundle = checked(target, overrides)
     if dry_run:
@@ -153,7 +161,8 @@ def run(
 
         return submit.ENGINES[engine](recipe, bundle, output_dir)
     _this_host_starts_every_node(recipe)
-    why = machine.mismatch(recipe.data, machine.gpus())
+    host = machine.gpus()
+    why = machine.mismatch(recipe.data, host)
     if why and not allow_mismatch:
         raise RecipeError(
             f"{why} (hint: run on matching hardware, swap it with hardware=..., or pass --allow-hardware-mismatch)", 1
@@ -178,8 +187,10 @@ def run(
             if plan.step is not None and plan.step >= view.of(recipe.data).train.steps:
                 log.close()
                 return _finished(recipe, plan)
+            current = envlock.collect(bundle, recipe.data, folder, host, env)
+            earlier, relock = envlock.on_resume(plan.lock, current, folder / LOCK, require_same_env)
             if plan.changed:  # only fields a resume may change (resume.MAY_CHANGE): the run continues with them
-                write_bundle(bundle, folder)
+                write_bundle(envlock.recorded(bundle, current, earlier), folder)
                 print(f"recipe: resuming with {', '.join(plan.changed)} changed", file=sys.stderr)
                 scheduler = view.of(recipe.data).train.scheduler
                 if "train.steps" in plan.changed and scheduler.type != "constant" and not scheduler.decay_steps:
@@ -188,6 +199,8 @@ def run(
                         " now decays over the new length (hint: set train.scheduler.decay_steps to keep one schedule)",
                         file=sys.stderr,
                     )
+            elif relock:  # the recipe as before, the environment not: the lock says both
+                _write_lock(folder, envlock.relocked(plan.lock, current, earlier))
         except BaseException:
             log.close()
             raise
@@ -198,7 +211,7 @@ def run(
     else:
         folder = fresh_run_dir(recipe, output_dir)
         log = hold(folder)
-        write_bundle(bundle, folder)
+        write_bundle(envlock.recorded(bundle, envlock.collect(bundle, recipe.data, folder, host, env)), folder)
         print(f"recipe: {recipe.name} in {folder}", file=sys.stderr)
     if sys.stdout.isatty():  # the ranks write into a pipe; rank 0 draws its bar for our terminal
         env[TERMINAL] = str(shutil.get_terminal_size().columns)

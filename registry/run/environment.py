@@ -17,20 +17,16 @@ import shutil
 import subprocess
 import sys
 import time
+from functools import cache
 from pathlib import Path
 
 from registry.errors import Exit, RecipeError
+from registry.run import probe
 
-# asks for versions through package metadata only: nothing of the trainer is imported
-_QUERY = (
-    "import importlib.metadata as m, json, sys\n"
-    "def v(name):\n"
-    "    try:\n"
-    "        return m.version(name)\n"
-    "    except m.PackageNotFoundError:\n"
-    "        return None\n"
-    "print(json.dumps({'python': sys.version.split()[0], **{n: v(n) for n in sys.argv[1:]}}))\n"
-)
+# what changes a run besides the recipe: their versions are recorded in the run's lock
+# (registry/run/envlock.py) and asked of the trainer's Python together with its own package
+RECORDED = ("torch", "accelerate", "deepspeed", "transformers")
+ASK_TIMEOUT_S = 60
 
 
 def interpreter_of(program: str, env: dict[str, str]) -> str | None:
@@ -54,15 +50,36 @@ def interpreter_of(program: str, env: dict[str, str]) -> str | None:
     return None
 
 
-def versions(python: str, packages: list[str]) -> dict[str, str | None]:
-    """Python's own version and each package's, as that interpreter sees them."""
+def ask(python: str, package: str | None = None) -> dict:
+    """What the interpreter says of itself (registry/run/probe.py): its Python version, the
+    versions of RECORDED and the trainer's package (None where absent), torch's CUDA release.
+    Asked once per interpreter and package in a process: the pre-launch check and the lock's
+    environment share one answer."""
+    return _ask(python, (*RECORDED, package) if package else RECORDED)
+
+
+@cache
+def _ask(python: str, packages: tuple[str, ...]) -> dict:
     try:
         done = subprocess.run(
-            [python, "-c", _QUERY, *packages], capture_output=True, text=True, timeout=60, check=False
+            [python, "-c", _probe_source(), *packages],
+            capture_output=True,
+            text=True,
+            timeout=ASK_TIMEOUT_S,
+            check=False,
         )
-        return json.loads(done.stdout)
+        found = json.loads(done.stdout)
+        if not isinstance(found, dict) or not isinstance(found.get("packages"), dict):
+            raise ValueError("no report")
+        return found
     except (OSError, ValueError, subprocess.TimeoutExpired) as e:
         raise RecipeError(f"{python}: cannot ask it for its packages ({e})", Exit.NOT_FOUND) from None
+
+
+@cache
+def _probe_source() -> str:
+    # nothing of the registry is imported there: the file's own text runs as the program
+    return Path(probe.__file__).read_text(encoding="utf-8")
 
 
 def _release(text: str) -> tuple[int, ...]:
@@ -83,15 +100,15 @@ def check(bundle, env: dict[str, str], env_field: str | None) -> str | None:
     if python is None:
         return None  # not a Python script we can read: launch.sh reports what fails
     wanted = [bundle.package] + (["accelerate"] if "accelerate" in bundle.command else [])
-    found = versions(python, wanted)
-    missing = [name for name in wanted if not found.get(name)]
+    found = ask(python, bundle.package)
+    missing = [name for name in wanted if not found["packages"].get(name)]
     if missing:
         raise RecipeError(
             f"{where} ({python}, Python {found.get('python', '?')}) has no {' or '.join(missing)}"
             f" (hint: {bundle.install_hint})",
             Exit.NOT_FOUND,
         )
-    version = found[bundle.package]
+    version = found["packages"][bundle.package]
     low, high = bundle.proven or (None, None)
     if low and not (_release(low) <= _release(version) < _release(high)):
         return (

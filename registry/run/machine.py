@@ -18,6 +18,7 @@ LOOPBACK = ("127.0.0.1", "localhost")
 class GPU:
     name: str
     memory_mib: int
+    driver: str = ""  # the NVIDIA driver's version, as nvidia-smi gives it (recorded in the run's lock)
 
 
 def gpus() -> list[GPU]:
@@ -25,7 +26,7 @@ def gpus() -> list[GPU]:
     CUDA_VISIBLE_DEVICES (indices or UUIDs) leaves out are dropped, as the ranks would not see them."""
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,uuid,name,memory.total", "--format=csv,noheader,nounits"],
+            ["nvidia-smi", "--query-gpu=index,uuid,name,memory.total,driver_version", "--format=csv,noheader,nounits"],
             capture_output=True,
             text=True,
             timeout=20,
@@ -38,10 +39,28 @@ def gpus() -> list[GPU]:
     found = []
     for line in out.strip().splitlines():
         index, uuid, rest = (line.split(",", 2) + ["", ""])[:3]
-        name, _, memory = rest.rpartition(",")
+        name, memory, driver = _last_two(rest)
         if name and (wanted is None or index.strip() in wanted or uuid.strip() in wanted):
-            found.append(GPU(name.strip(), int(float(memory.strip() or 0))))
+            found.append(GPU(name.strip(), int(float(memory.strip() or 0)), driver.strip()))
     return found
+
+
+def _last_two(rest: str) -> tuple[str, str, str]:
+    """`name, memory, driver` (a name may hold commas); an nvidia-smi that gives no driver column
+    (a stand-in) leaves it empty."""
+    parts = rest.rsplit(",", 2)
+    if len(parts) == 3 and _number(parts[1]):  # name, memory, driver
+        return parts[0], parts[1], parts[2]
+    name, _, memory = rest.rpartition(",")
+    return name, memory, ""
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
 
 
 def nodes_here(doc) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -31,6 +31,7 @@ class Plan:
     checkpoint: str | None  # relative to the folder: what the built-in trainer loads
     step: int | None  # the checkpoint's step (built-in trainer)
     changed: tuple[str, ...]  # fields that differ from the run's lock, all of them may change
+    lock: dict = field(default_factory=dict)  # the run's lock as read (its environment: run/envlock.py)
 
 
 def runs_of(recipe: Recipe, base: Path = Path("runs")) -> Path:
@@ -67,7 +68,8 @@ def plan(recipe: Recipe, folder: Path, where: str) -> Plan:
     """Read the run's lock and checkpoints (under the folder's lock, so that nothing moves)."""
     lock_file = folder / "recipe.lock.yaml"
     try:
-        resolved = yaml.safe_load(lock_file.read_text(encoding="utf-8"))["resolved"]
+        content = yaml.safe_load(lock_file.read_text(encoding="utf-8"))
+        resolved = content["resolved"]
         if not isinstance(resolved, dict):
             raise TypeError
     except (OSError, UnicodeDecodeError, yaml.YAMLError, TypeError, KeyError) as e:
@@ -79,9 +81,9 @@ def plan(recipe: Recipe, folder: Path, where: str) -> Plan:
     if kind != "builtin":
         if not (folder / _LAST_STATE[kind]).is_file():
             raise RecipeError(f"{folder}: no checkpoint to resume from ({_LAST_STATE[kind]})")
-        return Plan(folder, None, None, changed)
+        return Plan(folder, None, None, changed, content)
     checkpoint, step = _checkpoint(folder, where)
-    return Plan(folder, checkpoint, step, changed)
+    return Plan(folder, checkpoint, step, changed, content)
 
 
 def _checkpoint(folder: Path, where: str) -> tuple[str, int]:
