@@ -134,6 +134,43 @@ def test_status_column_and_valid_filter(team):
     assert "tiny/ddp/cpu" not in {r["name"] for r in listing("--tuned", "--valid", env=env)}
 
 
+def test_status_cache_sees_rule_files_and_edits_that_keep_size_and_mtime(team):
+    """STATUS comes from a cache: a team rule file added or edited changes it, and so does an edit
+    that keeps the file's size and puts its mtime back (`touch -r`, a tool that restores times)."""
+    root, env = team
+    overlay = root / "tiny" / "ddp" / "cpu.yaml"
+    rules = root / "rules" / "cluster.json"
+
+    def status() -> str:
+        return row(listing("--tuned", env=env), "tiny/ddp/cpu")["status"]
+
+    def same_size_edit(path, old: str, new: str) -> None:
+        before = path.stat()
+        text = path.read_text()
+        assert len(old) == len(new) and old in text
+        path.write_text(text.replace(old, new))
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert (path.stat().st_size, path.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+    write(overlay, "train:\n  micro_batch_size: 16\n")
+    assert status() == "valid"
+    rule = {
+        "id": "max-micro-batch",
+        "severity": "error",
+        "require": {"x-compare": {"left": "train.micro_batch_size", "op": "<=", "right": 15}},
+        "message": "at most 15",
+        "source": "https://wiki.example/team-a",
+    }
+    write(rules, json.dumps({"x-invariants": [rule]}))
+    assert status() == "invalid"  # the team's rule applies to its own overlay
+    same_size_edit(rules, '"right": 15', '"right": 16')
+    assert status() == "valid"
+    same_size_edit(overlay, "micro_batch_size: 16", "micro_batch_size: 17")
+    assert status() == "invalid"
+    rules.unlink()
+    assert status() == "valid"
+
+
 def test_search_and_grep(team):
     root, env = team
     write(root / "exp" / "fast.yaml", "extends: [tiny/ddp/cpu]\nrecipe:\n  summary: the FAST one\n  tags: [Speedy]\n")
