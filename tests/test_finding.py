@@ -4,6 +4,7 @@ estimate agree; `recipe cp` makes a recipe of its own; publishing a file never s
 
 import json
 import os
+import sys
 
 import pytest
 import yaml
@@ -231,6 +232,24 @@ def test_cp_makes_a_recipe_of_its_own(tmp_path, team):
     for bad in ([CELL, "my copy.yaml"], [CELL, "team-a:x"], [CELL, "policy/x"], ["no/such", "x.yaml"]):
         r = run_cli("cp", *bad, cwd=tmp_path, env=env)
         assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, bad
+
+
+def test_cp_to_a_path_that_cannot_be_written_is_one_line(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "folder.yaml").mkdir()
+    bad = [
+        ["afile/copy.yaml"],  # a file where a folder should be
+        ["afile/copy"],  # the same, as a NAME written here
+        ["afile/sub/copy.yaml"],
+        ["folder.yaml", "--force"],  # a folder where the file should be
+    ]
+    if sys.platform.startswith("linux"):
+        bad.append(["/proc/copy.yaml"])  # a folder nothing can be created in
+    for args in bad:
+        r = run_cli("cp", "tiny/ddp/cpu", *args, cwd=tmp_path)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (args, r.stderr)
+        assert r.stderr.count("\n") == 1 and "cannot write" in r.stderr, (args, r.stderr)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["afile", "folder.yaml"]  # no temporary file left
 
 
 def test_publishing_a_file_never_shadows_by_accident(tmp_path, team):
