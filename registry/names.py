@@ -60,6 +60,19 @@ def parse(text: str) -> Name:
     return Name(segments, source, version)
 
 
+def is_source(text: str) -> bool:
+    return _SOURCE.fullmatch(text) is not None
+
+
+def is_name(text: str) -> bool:
+    """Whether text parses as a name (parse() without the message)."""
+    try:
+        parse(text)
+    except RecipeError:
+        return False
+    return True
+
+
 def is_override(arg: str) -> bool:
     """A command-line argument is an override when it reads `dotted.key=value`."""
     return "=" in arg and OVERRIDE_KEY.fullmatch(arg.split("=", 1)[0]) is not None

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import run_cli
+from conftest import ROOT, run_cli
 
 from registry.run.bench import summarize
 
@@ -163,3 +163,69 @@ def test_bench_starts_every_node_of_a_loopback_multi_node_recipe(tmp_path):
     r = run_cli(*args, cwd=tmp_path, timeout=240)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "tiny/ddp/2x1" in r.stdout and "failed" not in r.stdout + r.stderr
+
+
+# --- where --record may write ------------------------------------------------------------------
+def refused_before_running(tmp_path, *args, env=None) -> str:
+    """`recipe bench ARGS --record` refused in one line, exit 2, before anything was launched."""
+    r = run_cli("bench", *args, "--record", "--steps", "1", "--warmup", "0", cwd=tmp_path, env=env, timeout=600)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stdout + r.stderr[-3000:]
+    assert "Traceback" not in r.stderr and r.stdout == ""
+    assert not (tmp_path / "runs").exists()  # nothing was benchmarked
+    return r.stderr
+
+
+def test_record_never_writes_into_the_package(tmp_path):
+    """The bundled recipes are the installed package's files: --record of one, by name or by its
+    file, is refused (record into a copy of it instead)."""
+    bundled = ROOT / "recipes" / "tiny" / "ddp" / "cpu.yaml"
+    before = bundled.read_bytes()
+    try:
+        for args in (["tiny/ddp/cpu"], [str(bundled)], ["tiny/ddp/cpu", "--format", "json"]):
+            said = refused_before_running(tmp_path, *args)
+            assert "package" in said and "recipe cp tiny/ddp/cpu" in said, said
+    finally:
+        after = bundled.read_bytes()
+        if after != before:  # the bug this guards against: leave the checkout as it was
+            bundled.write_bytes(before)
+    assert after == before
+
+
+def test_record_never_writes_into_a_git_clone_or_a_published_version(tmp_path):
+    """A git source's clone is replaced by `recipe source update`, and a published version is
+    frozen under its sha256: neither is recorded into."""
+    import os
+
+    remote, work = tmp_path / "remote.git", tmp_path / "work"
+    git = {**os.environ, "GIT_AUTHOR_NAME": "A", "GIT_AUTHOR_EMAIL": "a@x", "GIT_COMMITTER_NAME": "A"}
+    git["GIT_COMMITTER_EMAIL"] = "a@x"
+    (work / "exp").mkdir(parents=True)
+    (work / "exp" / "mine.yaml").write_text(MINE)
+    for cmd in (["init", "-q", "-b", "main", "--bare", str(remote)], ["-C", str(work), "init", "-q", "-b", "main"]):
+        subprocess.run(["git", *cmd], check=True, env=git)
+    for cmd in (["add", "."], ["commit", "-qm", "x"], ["push", "-q", str(remote), "HEAD:refs/heads/main"]):
+        subprocess.run(["git", "-C", str(work), *cmd], check=True, env=git, capture_output=True)
+    env = {"RECIPE_CONFIG": str(tmp_path / "sources.yaml"), "RECIPE_CACHE": str(tmp_path / "cache")}
+    assert run_cli("source", "add", "team-g", f"file://{remote}", env=env).returncode == 0
+    assert "git source" in refused_before_running(tmp_path, "team-g:exp/mine", env=env)
+
+    team = tmp_path / "team-d"
+    (team / "exp").mkdir(parents=True)
+    (team / "exp" / "mine.yaml").write_text(MINE)
+    env = {"RECIPE_PATH": f"team-d={team}"}
+    published = run_cli("publish", str(team / "exp" / "mine.yaml"), "--to", "team-d", env=env)
+    assert published.returncode == 0, published.stderr
+    assert "published" in refused_before_running(tmp_path, "team/mine", env=env)
+
+
+def test_record_by_name_into_a_directory_source(tmp_path):
+    """What --record is for: a name whose file lies in a directory source (RECIPE_PATH, recipe
+    source add DIR) gets the measurement appended to that file."""
+    team = tmp_path / "team"
+    (team / "exp").mkdir(parents=True)
+    (team / "exp" / "mine.yaml").write_text(MINE)
+    args = ["bench", "team:exp/mine", "--record", "--steps", "2", "--warmup", "1"]
+    r = run_cli(*args, cwd=tmp_path, env={"RECIPE_PATH": f"team={team}"}, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert f"recorded in {team / 'exp' / 'mine.yaml'}" in r.stderr
+    assert yaml.safe_load((team / "exp" / "mine.yaml").read_text())["results"][0]["steps"] == 2

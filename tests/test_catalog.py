@@ -305,6 +305,53 @@ def test_rebuild_removes_only_the_pages_it_wrote(tmp_path):
     assert (tmp_path.parent / "outside.html").exists()
 
 
+def test_never_overwrites_a_file_it_did_not_write(tmp_path):
+    """-o into a folder that holds files of someone else's: where a page would replace one, the
+    build is refused in one line and nothing is written; its own pages are rebuilt freely."""
+    out = tmp_path / "site"
+    out.mkdir()
+    (out / "index.html").write_text("my own page")
+    (out / "notes.txt").write_text("mine")
+    r = run_cli("catalog", "-o", str(out), timeout=300)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"{out / 'index.html'}: exists and was not written by recipe catalog" in r.stderr
+    assert sorted(p.name for p in out.rglob("*")) == ["index.html", "notes.txt"]
+    assert (out / "index.html").read_text() == "my own page"
+
+    (out / "index.html").unlink()
+    assert run_cli("catalog", "-o", str(out), timeout=300).returncode == 0
+    (out / "index.html").write_text("edited by hand")  # a page of its own: replaced
+    again = run_cli("catalog", "-o", str(out), timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "<html" in (out / "index.html").read_text() and (out / "notes.txt").read_text() == "mine"
+
+
+def test_an_interrupted_build_leaves_its_pages_its_own(tmp_path, monkeypatch):
+    """The manifest names the pages before they are written: a build that stopped half-way is
+    followed by one that replaces its pages rather than refusing them as someone else's."""
+    import registry.sharing.site as site_module
+    from registry.errors import RecipeError
+
+    written = []
+
+    def failing(path, text, mode=0o644):
+        if path.name != site_module.MANIFEST:
+            if len(written) >= 3:
+                raise OSError(28, "No space left on device")
+            written.append(path)
+        real(path, text, mode)
+
+    real = site_module.write_atomic
+    monkeypatch.setattr(site_module, "WRITERS", 1)
+    monkeypatch.setattr(site_module, "write_atomic", failing)
+    with pytest.raises(RecipeError, match="No space left"):
+        site_module.build(tmp_path / "site")
+    assert len(written) == 3
+    monkeypatch.setattr(site_module, "write_atomic", real)
+    site_module.build(tmp_path / "site")
+    assert (tmp_path / "site" / "index.html").is_file()
+
+
 def test_pages_escape_values_without_a_build():
     """The page functions alone, on a hand-made entry: runs in milliseconds."""
     from registry.compose import Recipe

@@ -170,3 +170,119 @@ def test_usage_errors_are_one_line():
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "recipe completion bash" in r.stderr
     r = run_cli("completion", "fish")
     assert r.returncode == 2 and "Traceback" not in r.stderr and "invalid choice" in r.stderr
+
+
+# --- names from a shared source are text on the command line, never code -----------------------
+# A file name in someone else's source decides what TAB inserts: `$(...)`, backquotes or `;` in it
+# would run when the user presses Enter.
+EVIL = "zz$(touch pwned)`touch pwned2`;touch pwned3"
+
+
+@pytest.fixture
+def evil_source(tmp_path) -> dict:
+    """A source whose file names are shell code, beside a recipe whose name is fine."""
+    root = tmp_path / "team"
+    (root / "hardware").mkdir(parents=True)
+    (root / "sub").mkdir()
+    (root / f"{EVIL}.yaml").write_text("extends: [tiny/ddp/cpu]\n")
+    (root / "sub" / "a\ntouch pwned4.yaml").write_text("extends: [tiny/ddp/cpu]\n")  # a line of its own in --list
+    (root / "hardware" / "8x$(touch pwned5).yaml").write_text((ROOT / "recipes/hardware/8xA100.yaml").read_text())
+    (root / "zz-ok.yaml").write_text("recipe: {name: zz-ok, summary: OFFERED-OK}\nextends: [tiny/ddp/cpu]\n")
+    return {"RECIPE_PATH": f"team={root}"}
+
+
+def test_listing_offers_only_names_that_parse(evil_source):
+    import re
+
+    asked = [
+        ("recipe", "zz"),
+        ("recipe", ""),
+        ("target", ""),
+        ("name", "zz"),
+        ("recipe", "team:"),
+        ("parts:hardware", ""),
+        ("target", "hardware="),
+        ("recipe", "pi07/zero2/"),
+    ]
+    for kind, prefix in asked:
+        r = run_cli("completion", "--list", kind, f"--prefix={prefix}", env=evil_source)
+        assert r.returncode == 0 and not r.stderr, r.stderr
+        offered = r.stdout.splitlines()
+        assert offered, (kind, prefix)
+        unsafe = [c for c in offered if not re.fullmatch(r"[A-Za-z0-9._+/:=@-]+", c)]
+        assert not unsafe, (kind, prefix, unsafe)
+        assert not [c for c in offered if "touch" in c], (kind, prefix)
+    assert run_cli("completion", "--list", "recipe", "--prefix=zz", env=evil_source).stdout == "zz-ok\n"
+    assert run_cli("completion", "--list", "recipe", "--prefix=sub/", env=evil_source).stdout == ""
+    assert "team:zz-ok" in run_cli("completion", "--list", "recipe", "--prefix=team:", env=evil_source).stdout
+
+
+def typed(shell: str, script: Path, line: str, cwd: Path, env: dict, timeout: float = 60) -> str:
+    """An interactive shell on a terminal: the completion script loaded, `line` typed, TAB, Enter;
+    what the terminal showed. The shell's own completion machinery (readline, zle) inserts."""
+    import os
+    import pty
+    import select
+
+    if shell == "bash":
+        argv = ["bash", "--norc", "--noprofile", "-i"]
+        setup = f"source {script}\r"
+    else:  # compinit without a dump file; -u: the test's folders are not the user's
+        argv = ["zsh", "-f", "-i"]
+        setup = f"autoload -Uz compinit; compinit -u -D; source {script}\r"
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env, start_new_session=True)
+    os.close(slave)
+    seen = b""
+    try:
+        # the shell reads what is typed in order: TAB completes before Enter is read
+        os.write(master, f"PS1='P> '\r{setup}{line}\t\recho DO''NE\r".encode())
+        deadline = time.monotonic() + timeout
+        while b"DONE" not in seen.replace(b"DO''NE", b""):
+            ready, _, _ = select.select([master], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise AssertionError(f"{shell}: no DONE in {seen[-2000:]!r}")
+            seen += os.read(master, 65536)
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+    return seen.decode(errors="replace")
+
+
+SHELLS = ["bash", pytest.param("zsh", marks=pytest.mark.skipif(shutil.which("zsh") is None, reason="no zsh"))]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_tab_inserts_a_strange_name_quoted(shell, tmp_path):
+    """Whatever `recipe completion --list` answers (a stand-in `recipe` here), the script inserts
+    it quoted: the program gets the name as one argument and nothing runs."""
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "recipe").write_text(
+        "#!/bin/sh\n"
+        f"if [ \"$1\" = completion ] && [ \"$2\" = --list ]; then printf '%s\\n' '{EVIL}'; exit 0; fi\n"
+        "printf 'ARGV<%s>\\n' \"$@\"\n"
+    )
+    (stub / "recipe").chmod(0o755)
+    script = tmp_path / f"recipe.{shell}"
+    script.write_text(run_cli("completion", shell).stdout)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**ENV, "PATH": f"{stub}{os.pathsep}{ENV['PATH']}"}
+    shown = typed(shell, script, "recipe show zz", work, env)
+    assert f"ARGV<{EVIL}>" in shown, shown[-2000:]
+    assert sorted(p.name for p in work.iterdir()) == []  # no pwned, pwned2, pwned3
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_tab_never_offers_a_source_file_named_as_code(shell, tmp_path, evil_source):
+    """The real `recipe` on PATH and a source holding `$(touch pwned).yaml` beside zz-ok.yaml:
+    TAB after `zz` has one name to insert, zz-ok, and Enter runs `recipe show zz-ok`."""
+    script = tmp_path / f"recipe.{shell}"
+    script.write_text(run_cli("completion", shell).stdout)
+    work = tmp_path / "work"
+    work.mkdir()
+    shown = typed(shell, script, "recipe show zz", work, {**ENV, **evil_source})
+    assert "OFFERED-OK" in shown, shown[-2000:]
+    assert sorted(p.name for p in work.iterdir()) == []

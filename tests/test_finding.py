@@ -4,6 +4,7 @@ estimate agree; `recipe cp` makes a recipe of its own; publishing a file never s
 
 import json
 import os
+import sys
 
 import pytest
 import yaml
@@ -140,6 +141,43 @@ def test_status_column_and_valid_filter(team):
     assert "tiny/ddp/cpu" not in {r["name"] for r in listing("--tuned", "--valid", env=env)}
 
 
+def test_status_cache_sees_rule_files_and_edits_that_keep_size_and_mtime(team):
+    """STATUS comes from a cache: a team rule file added or edited changes it, and so does an edit
+    that keeps the file's size and puts its mtime back (`touch -r`, a tool that restores times)."""
+    root, env = team
+    overlay = root / "tiny" / "ddp" / "cpu.yaml"
+    rules = root / "rules" / "cluster.json"
+
+    def status() -> str:
+        return row(listing("--tuned", env=env), "tiny/ddp/cpu")["status"]
+
+    def same_size_edit(path, old: str, new: str) -> None:
+        before = path.stat()
+        text = path.read_text()
+        assert len(old) == len(new) and old in text
+        path.write_text(text.replace(old, new))
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert (path.stat().st_size, path.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+    write(overlay, "train:\n  micro_batch_size: 16\n")
+    assert status() == "valid"
+    rule = {
+        "id": "max-micro-batch",
+        "severity": "error",
+        "require": {"x-compare": {"left": "train.micro_batch_size", "op": "<=", "right": 15}},
+        "message": "at most 15",
+        "source": "https://wiki.example/team-a",
+    }
+    write(rules, json.dumps({"x-invariants": [rule]}))
+    assert status() == "invalid"  # the team's rule applies to its own overlay
+    same_size_edit(rules, '"right": 15', '"right": 16')
+    assert status() == "valid"
+    same_size_edit(overlay, "micro_batch_size: 16", "micro_batch_size: 17")
+    assert status() == "invalid"
+    rules.unlink()
+    assert status() == "valid"
+
+
 def test_search_and_grep(team):
     root, env = team
     write(root / "exp" / "fast.yaml", "extends: [tiny/ddp/cpu]\nrecipe:\n  summary: the FAST one\n  tags: [Speedy]\n")
@@ -200,6 +238,24 @@ def test_cp_makes_a_recipe_of_its_own(tmp_path, team):
     for bad in ([CELL, "my copy.yaml"], [CELL, "team-a:x"], [CELL, "policy/x"], ["no/such", "x.yaml"]):
         r = run_cli("cp", *bad, cwd=tmp_path, env=env)
         assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, bad
+
+
+def test_cp_to_a_path_that_cannot_be_written_is_one_line(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "folder.yaml").mkdir()
+    bad = [
+        ["afile/copy.yaml"],  # a file where a folder should be
+        ["afile/copy"],  # the same, as a NAME written here
+        ["afile/sub/copy.yaml"],
+        ["folder.yaml", "--force"],  # a folder where the file should be
+    ]
+    if sys.platform.startswith("linux"):
+        bad.append(["/proc/copy.yaml"])  # a folder nothing can be created in
+    for args in bad:
+        r = run_cli("cp", "tiny/ddp/cpu", *args, cwd=tmp_path)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (args, r.stderr)
+        assert r.stderr.count("\n") == 1 and "cannot write" in r.stderr, (args, r.stderr)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["afile", "folder.yaml"]  # no temporary file left
 
 
 def test_publishing_a_file_never_shadows_by_accident(tmp_path, team):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shlex
 import sys
-from pathlib import Path
 
 from registry.errors import Exit, RecipeError
 from registry.names import is_override
@@ -36,7 +35,10 @@ def register(subparsers) -> None:
         help="launches per recipe, their steps pooled; the interval then holds each launch's median (default 1)",
     )
     p.add_argument(
-        "--record", action="store_true", help="append the results, with provenance, to each recipe's own file"
+        "--record",
+        action="store_true",
+        help="append the results, with provenance, to each recipe's own file: a FILE, or a NAME's file in a "
+        "directory source (never the bundled recipes, a git source's clone or a published version)",
     )
     p.add_argument("--allow-hardware-mismatch", action="store_true")
     p.add_argument(
@@ -90,13 +92,12 @@ def _json(targets: list[str], sets: list[str], args, command: str) -> int:
     """As registry.run.bench.main, with the trainers' output kept off stdout and the table as JSON."""
     from registry.commands.render import document
     from registry.compose import patterns
-    from registry.names import looks_like_file, parse
     from registry.run import bench, interval
-    from registry.sharing import sources
 
     cells: list[str] = []
     for target in targets:
         cells += patterns.expand(target) if patterns.is_pattern(target) else [target]
+    files = bench.record_files(cells) if args.record else {}
     outcomes = []
     for cell in cells:
         print(
@@ -110,7 +111,7 @@ def _json(targets: list[str], sets: list[str], args, command: str) -> int:
         for o, cell in zip(outcomes, cells):
             if o.skipped:
                 continue
-            path = Path(cell) if looks_like_file(cell) else sources.find(parse(cell))
+            path = files[cell]
             if path is None:
                 print(
                     f"{cell}: not recorded: it has no file of its own (hint: write a tuned overlay {cell}.yaml)",

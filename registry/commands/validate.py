@@ -30,6 +30,12 @@ def register(subparsers) -> None:
     p.add_argument("--all", action="store_true", help="every bundled part, overlay and recipe")
     p.add_argument("-q", "--quiet", action="store_true", help="print problems only")
     p.add_argument(
+        "--hook",
+        action="store_true",
+        help="FILEs as a git hook passes them (.pre-commit-hooks.yaml): those that are no recipe files of "
+        "a source tree (YAML beside a recipes/ folder, hidden files, .yml in a root layout) are skipped",
+    )
+    p.add_argument(
         "--format", choices=("text", "json"), default="text", help="json: one document with every report (stdout)"
     )
     from registry.commands.import_ import add_setup_arguments
@@ -56,11 +62,15 @@ def run(args) -> int:
         from registry.validate import team_rules
 
         team_rules()  # a malformed team rule file: one line before any report, not one per recipe
-    reports = _every_source() if args.all else _targets(targets, sets)
+    reports = _every_source() if args.all else _targets(targets, sets, args.hook)
     if args.format == "json":
         return _print_json(list(reports))
     worst = 0
     for report in reports:
+        if isinstance(report, _Skipped):
+            if not args.quiet:
+                print(f"{report.target}: skipped: {report.why}", file=sys.stderr)
+            continue
         for line in report.lines():
             print(line)
         if not args.quiet:
@@ -122,31 +132,71 @@ def _published(source):
 
 @dataclass
 class _Tree:
-    """Where a recipe file lies: the source tree (a registered source, or a folder named recipes/
-    laid out like one), the name it goes by, and the file's path in it without .yaml."""
+    """Where a recipe file lies: the source tree (a registered source, a folder named recipes/
+    laid out like one, or a folder laid out like one at its root), the name it goes by, and the
+    file's path in it without .yaml."""
 
     root: Path
     name: str | None
     rel: str
+    at_root: bool = False  # found by ROOT_MARKERS: its other YAML may be anything
 
 
-def _targets(targets: list[str], overrides: list[str]):
+@dataclass
+class _Skipped:
+    """A file --hook was given that is no recipe file of a source tree."""
+
+    target: str
+    why: str
+    exit_code: int = 0
+
+
+# What marks a folder that has no recipes/ folder as a source laid out at its root.
+ROOT_MARKERS = ("policy", "backend", "hardware", "catalog", "published", "rules", "tuned", "base.yaml", "index.yaml")
+
+
+def _targets(targets: list[str], overrides: list[str], hook: bool = False):
     """Names, and files. A file in a source tree (what `git commit` hands the pre-commit hook) is
     validated as what it is there, as --all does: a part or the base on its own, the GPU catalog
     against its schema, a tuned overlay composed as its cell, a published version verified; a
-    tree that is not a source yet is searched first, so its own parts compose its recipes."""
+    tree that is not a source yet is searched first, so its own parts compose its recipes.
+    `hook`: a file that is no recipe file of a source tree is skipped."""
     from registry.validate.report import validate_target
 
     trees = {t: _tree_of(t) for t in targets}
     _search_first([tree for tree in trees.values() if tree is not None])
     for target in targets:
         tree = trees[target]
+        skipped = _not_a_recipe(target, tree) if hook and Path(target).is_file() else None
         if _is_rule_file(target):
             yield _rule_file(target)
-        elif tree is None:
+        elif skipped:
+            yield _Skipped(target, skipped)
+        elif tree is None or not _named(target, tree):  # checked as a file on its own
             yield validate_target(target, overrides)
         else:
             yield from _in_tree(target, tree, overrides)
+
+
+def _not_a_recipe(target: str, tree: _Tree | None) -> str | None:
+    """Why a file a hook passes is no recipe file of a source tree (None: it is one)."""
+    from registry.sharing.sources import hidden
+
+    if tree is None:
+        return "not in a source tree (recipes/, or a folder laid out like one)"
+    if hidden(tree.rel):
+        return "hidden files are no recipes"
+    if tree.at_root and Path(target).suffix != ".yaml":
+        return "a source reads .yaml files only"
+    return None
+
+
+def _named(target: str, tree: _Tree) -> bool:
+    """Whether a file of a tree is one its source reads as a recipe (a .yml file, or one in a
+    hidden folder, is found by no name there)."""
+    from registry.sharing.sources import hidden
+
+    return Path(target).suffix == ".yaml" and not hidden(tree.rel)
 
 
 def _is_rule_file(target: str) -> bool:
@@ -183,9 +233,26 @@ def _tree_of(target: str) -> _Tree | None:
     if root is not None:
         return _Tree(root.path, root.name, path.relative_to(root.path).with_suffix("").as_posix())
     folder = next((p for p in path.parents if p.name == "recipes"), None)
+    if folder is not None:
+        return _Tree(folder, None, path.relative_to(folder).with_suffix("").as_posix())
+    folder = _root_layout(path)
     if folder is None:
         return None
-    return _Tree(folder, None, path.relative_to(folder).with_suffix("").as_posix())
+    return _Tree(folder, None, path.relative_to(folder).with_suffix("").as_posix(), at_root=True)
+
+
+def _root_layout(path: Path) -> Path | None:
+    """The nearest folder above a file that is a source laid out at its root, as a team's
+    repository may be: no recipes/ folder (a folder with one is that folder's source, which the
+    file is not in), and one of ROOT_MARKERS. Looked for up to the repository's top (.git)."""
+    for folder in path.parents:
+        if (folder / "recipes").is_dir():
+            return None
+        if any((folder / marker).exists() for marker in ROOT_MARKERS):
+            return folder
+        if (folder / ".git").exists():
+            return None
+    return None
 
 
 def _search_first(trees: list[_Tree]) -> None:
@@ -311,7 +378,11 @@ def problem_json(problem) -> dict:
 
 def report_json(report) -> dict:
     """One target's verdict. A target that could not be composed has `failure` (the one line the
-    text output prints) and, where the failure is a problem in a file, that problem."""
+    text output prints) and, where the failure is a problem in a file, that problem; a file --hook
+    skipped has status `skipped` and why in `skipped`."""
+    if isinstance(report, _Skipped):
+        empty = {"errors": 0, "warnings": 0, "problems": [], "failure": None}
+        return {"target": report.target, "status": "skipped", "exit_code": 0, **empty, "skipped": report.why}
     failure = report.failure
     problems = [failure.problem] if failure is not None and failure.problem else report.problems
     if failure is not None:

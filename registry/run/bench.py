@@ -273,6 +273,51 @@ def record(outcome: Outcome, path: Path, command: str, steps: int, **entry_optio
     write_atomic(path, new)
 
 
+def record_files(cells: list[str]) -> dict[str, Path | None]:
+    """The file each cell's measurement is appended to (None: an untuned cell, no file of its
+    own), worked out before anything runs so that a refusal costs no benchmark. A FILE is
+    recorded into as given, a NAME into its file in a directory source; never into the installed
+    package's recipes, a git source's clone (`recipe source update` moves it) or a published
+    version (frozen under its sha256)."""
+    from registry.files import RECIPES_DIR
+    from registry.sharing import versions
+
+    package = (Path(__file__).resolve().parent.parent, RECIPES_DIR.resolve())
+    found: dict[str, Path | None] = {}
+    for cell in cells:
+        name = cell
+        if looks_like_file(cell):
+            path: Path | None = Path(cell)
+            if path.resolve().is_relative_to(RECIPES_DIR.resolve()):
+                name = path.resolve().relative_to(RECIPES_DIR.resolve()).with_suffix("").as_posix()
+        else:
+            version = versions.lookup(parse(cell))
+            if version is not None:
+                raise RecipeError(
+                    f"{cell}: --record would change published version {version.qualified}, which is frozen "
+                    f"under its sha256 (hint: {_copy_hint(cell)})"
+                )
+            path = sources.find(parse(cell))
+            root = sources.root_of(path) if path else None
+            kind = next((s.kind for s in sources.all_sources() if root and s.name == root.name), "")
+            if kind == "git":
+                raise RecipeError(
+                    f"{cell}: --record would write into the clone of git source {root.name!r}, which recipe "
+                    f"source update moves (hint: {_copy_hint(cell)}, or publish to it)"
+                )
+        if path is not None and any(path.resolve().is_relative_to(p) for p in package):
+            where = "" if path == Path(cell) else f" ({path})"
+            raise RecipeError(
+                f"{cell}: --record would write into the installed package's recipes{where} (hint: {_copy_hint(name)})"
+            )
+        found[cell] = path
+    return found
+
+
+def _copy_hint(name: str) -> str:
+    return f"record into a copy: recipe cp {name} mine.yaml, then recipe bench mine.yaml --record"
+
+
 def said(repeats: int, warmup: int, steps: int) -> str:
     launches = f"{repeats} launches of " if repeats > 1 else ""
     return f"{launches}{warmup} warm-up + {steps} measured steps"
@@ -292,6 +337,7 @@ def main(
     for target in targets:
         cells += patterns.expand(target) if patterns.is_pattern(target) else [target]
     single = len(cells) == 1
+    files = record_files(cells) if record_to else {}
     outcomes = []
     for cell in cells:
         print(f"recipe bench: {cell} ({said(repeats, warmup, steps)})", file=sys.stderr, flush=True)
@@ -301,7 +347,7 @@ def main(
         for o, cell in zip(outcomes, cells):
             if o.skipped:
                 continue
-            path = Path(cell) if looks_like_file(cell) else sources.find(parse(cell))
+            path = files[cell]
             if path is None:  # an untuned cell: only its parts have files
                 print(
                     f"{cell}: not recorded: it has no file of its own (hint: write a tuned overlay {cell}.yaml)",

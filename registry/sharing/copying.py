@@ -31,6 +31,7 @@ def copy(target: str, dest: str, force: bool, into: str | None = None) -> tuple[
     """Write the copy; returns its file and its name."""
     original = names.parse(target)
     path, name = destination(dest, into)
+    _writable(path)
     if path.exists() and not force:
         raise RecipeError(f"{path}: exists (hint: --force to replace it)")
     version = versions.lookup(original)
@@ -45,8 +46,20 @@ def copy(target: str, dest: str, force: bool, into: str | None = None) -> tuple[
     head = f"{BINDING}{schema}\n# copied from {parent} by `recipe cp`\n"
     head += yaml.safe_dump({"recipe": _meta(own, name)}, sort_keys=False, width=100)
     head += f"extends: [{parent}]\n"
-    write_atomic(path, head + (_body(own) if own else ""))
+    try:
+        write_atomic(path, head + (_body(own) if own else ""))
+    except OSError as e:  # read-only, no space, a folder nothing can be created in
+        raise RecipeError(f"{path}: cannot write the copy: {e.strerror or e}") from None
     return path, name
+
+
+def _writable(path: Path) -> None:
+    """Refuse, before anything is read, a destination that is a folder or lies below a file."""
+    if path.is_dir():
+        raise RecipeError(f"{path}: cannot write the copy: it is a folder (hint: give a file name, DIR/NAME.yaml)")
+    folder = next((p for p in path.parents if os.path.lexists(p)), None)
+    if folder is not None and not folder.is_dir():
+        raise RecipeError(f"{path}: cannot write the copy: {folder} is a file, not a folder")
 
 
 def destination(dest: str, into: str | None) -> tuple[Path, str]:

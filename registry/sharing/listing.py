@@ -238,9 +238,13 @@ def parts() -> list[list]:
 
 # --- STATUS, cached ------------------------------------------------------------------------
 # Validating all 936 cells takes seconds; an entry's status depends only on the files it
-# composes, the schemas and the code, so it is kept per entry with each input's mtime and size,
-# and the whole cache is dropped when the code, the schemas, the catalog, an index or the set of
-# files changes (a new file may change which one a name composes).
+# composes, the schemas, the team rules and the code, so it is kept per entry with each input's
+# stamp, and the whole cache is dropped when the code, the schemas, the catalog, an index, a
+# source's rules/*.json (or where they apply) or the set of files changes (a new file may change
+# which one a name composes).
+
+
+_RULES = "rules"  # registry.validate.team.RULES_DIR; importing it would load every validator
 
 
 def _fill_status(rows: list[Entry]) -> None:
@@ -254,11 +258,15 @@ def _fill_status(rows: list[Entry]) -> None:
 
 
 def _stamp(path: Path) -> list[int]:
+    """What changes with a file's content, from the one stat already made: mtime and size alone
+    miss an edit of the same size whose mtime was put back (touch -r, tools that keep times);
+    ctime cannot be set back (any write or utime moves it to now), and the inode changes when a
+    file is replaced by a rename."""
     try:
         st = path.stat()
     except OSError:
-        return [0, 0]
-    return [st.st_mtime_ns, st.st_size]
+        return [0, 0, 0, 0]
+    return [st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_size]
 
 
 class _StatusCache:
@@ -279,6 +287,9 @@ class _StatusCache:
             files = sorted(s.root.rglob("*.yaml")) if s.root.is_dir() else []
             stamps.append([str(p.relative_to(s.root)) for p in files])
             stamps += [[str(p), _stamp(p)] for p in files if p.name == "index.yaml" or p.parent.name == "catalog"]
+            # team rules judge the source's own recipes (or every recipe: rules_everywhere)
+            rules = sorted((s.root / _RULES).glob("*.json"))
+            stamps.append([s.name, s.rules_everywhere, [[str(p), _stamp(p)] for p in rules]])
         self.key = hashlib.sha256(json.dumps(stamps).encode()).hexdigest()
         self.entries: dict = {}
         self.changed = False

@@ -49,13 +49,15 @@ class Source:
         return sorted(found)
 
     def free_standing(self) -> list[str]:
-        """Recipe files that are neither parts, overlays, the base, the catalog nor published."""
+        """Recipe files that are neither parts, overlays, the base, the catalog nor published.
+        Hidden files and folders are never recipes: a source laid out at a repository's root
+        holds .github/workflows/*.yaml and .pre-commit-config.yaml."""
         overlays = {"/".join(c) for c in self.overlays()}
         skip = set(AXES) | {"catalog", "published", "index"}
         names = []
         for f in self.root.rglob("*.yaml"):
             rel = f.relative_to(self.root).with_suffix("").as_posix()
-            if rel == BASE or rel.split("/")[0] in skip or rel in overlays:
+            if rel == BASE or rel.split("/")[0] in skip or rel in overlays or hidden(rel):
                 continue
             names.append(rel)
         return sorted(names)
@@ -72,6 +74,11 @@ def confined(source: Source, relative: str | Path) -> Path:
             "nothing is read or written through it"
         )
     return path
+
+
+def hidden(rel: str) -> bool:
+    """A path inside a source that a dot-folder or dot-file is on."""
+    return any(part.startswith(".") for part in rel.split("/"))
 
 
 @lru_cache(maxsize=4096)

@@ -8,6 +8,7 @@ collect.py gathers (compose, validate, estimate); pages.py and svg.py turn that 
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -16,8 +17,8 @@ from registry.files import write_atomic
 from registry.sharing.site.collect import Catalog, Entry, gather
 from registry.sharing.site.pages import INDEX, index_page, recipe_page
 
-# The pages an earlier build wrote, so a rebuild removes those of recipes that are gone and
-# never anything else in the folder.
+# The pages an earlier build wrote (or was writing), so that a rebuild replaces and removes
+# those, and never a file in the folder that the catalog did not write.
 MANIFEST = ".recipe-catalog"
 WRITERS = 8
 
@@ -30,7 +31,17 @@ def build(out: Path) -> Catalog:
     pages = {INDEX: index_page(catalog)}
     for entry in catalog.entries:
         pages[entry.page] = recipe_page(entry)
+    previous = _own_pages(out)
+    taken = sorted(rel for rel in pages if rel not in previous and os.path.lexists(out / rel))
+    if taken:
+        more = f" (and {len(taken) - 1} more)" if len(taken) > 1 else ""
+        raise RecipeError(
+            f"{out / taken[0]}: exists and was not written by recipe catalog; not overwritten{more} "
+            "(hint: -o a new or empty folder)"
+        )
     try:
+        # claimed before they are written: a build that stops half-way leaves pages a rebuild owns
+        write_atomic(out / MANIFEST, "".join(f"{rel}\n" for rel in sorted(previous | set(pages))))
         # each write_atomic waits on its fsync; threads overlap the waits (a third of the build)
         with ThreadPoolExecutor(WRITERS) as pool:
             for _ in pool.map(lambda item: write_atomic(out / item[0], item[1]), pages.items()):
@@ -40,6 +51,13 @@ def build(out: Path) -> Catalog:
     except OSError as e:
         raise RecipeError(f"{out}: cannot write the site: {e.strerror or e}") from None
     return catalog
+
+
+def _own_pages(out: Path) -> set[str]:
+    try:
+        return set((out / MANIFEST).read_text(encoding="utf-8").splitlines())
+    except (OSError, UnicodeDecodeError):
+        return set()  # no earlier build here (or an unreadable manifest: nothing is taken as its own)
 
 
 def _remove_stale(out: Path, written: set[str]) -> None:
