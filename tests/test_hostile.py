@@ -200,8 +200,9 @@ def test_a_symlinked_published_folder_is_never_written_through(tmp_path, teams):
 
 
 def test_a_symlinked_published_folder_in_the_remote_publishes_nothing(tmp_path, remote):
-    seed = tmp_path / "seed"
-    (seed / "recipes" / "published").symlink_to("/tmp")
+    seed, outside = tmp_path / "seed", tmp_path / "outside"
+    outside.mkdir()
+    (seed / "recipes" / "published").symlink_to(outside)  # absolute: the same place in every clone
     git("add", ".", cwd=seed)
     git("commit", "-qm", "hostile", cwd=seed)
     git("push", "-q", "origin", "HEAD", cwd=seed)
@@ -210,7 +211,7 @@ def test_a_symlinked_published_folder_in_the_remote_publishes_nothing(tmp_path, 
     r = run_cli("publish", TINY, "recipe.name=exp/hostile-remote", "--to", "team", env=a)
     assert r.returncode == 2 and "leads outside the source" in r.stderr and "Traceback" not in r.stderr
     assert git_out("rev-parse", "main", cwd=remote) == head  # nothing pushed
-    assert not Path("/tmp/exp/hostile-remote").exists()
+    assert not any(outside.rglob("*"))
 
 
 def git_out(*args, cwd):
