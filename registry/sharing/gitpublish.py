@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from registry.errors import RecipeError
-from registry.sharing import config, git, sources, versions
+from registry.sharing import config, git, refresh, sources, versions
 
 WORK = ".publish"  # under the cache; a source's name never starts with a dot, so never a clone's
 ATTEMPTS = 5  # pushes beaten by another publisher before giving up
@@ -69,7 +69,7 @@ def _attempt(recipe, source: sources.Source, work: Path, branch: str) -> tuple[v
             git.fetch(work)
             base = git.rev(work, remote)
             git.reset(work, base, keep=versions.LOCK)
-        _forget_parsed()
+        refresh.forget_parsed()
         # the same numbering, locking and hashing as a directory source, inside the working copy
         made = versions.publish(recipe, sources.Source(source.name, sources._root(work), "path", source.location))
         with _git_step(name, source):
@@ -102,11 +102,9 @@ def _git_step(name: str, source: sources.Source, instead: RecipeError | None = N
 
 def _read(source: sources.Source, work: Path, made: versions.Version) -> versions.Version:
     """The version as the reading clone has it once moved to the remote's new state."""
-    from registry.sharing.manage import refresh  # manage imports this module
-
     clone = config.cache_dir() / source.name
     try:
-        refresh(source.name, source.location, clone)
+        refresh.refresh(source.name, source.location, clone)
     except RecipeError as e:
         print(
             f"note: {made.qualified} is pushed, but {clone} was not moved to it ({e});"
@@ -122,14 +120,6 @@ def _reset(work: Path, ref: str) -> None:
         git.reset(work, ref, keep=versions.LOCK)
     except RecipeError:
         shutil.rmtree(work, ignore_errors=True)  # beyond repair: the next publish clones afresh
-
-
-def _forget_parsed() -> None:
-    # a reset can swap index.yaml within the file system's timestamp granularity and at the same
-    # size; the number must come from the remote's file, never from the one parsed before
-    from registry.load import _load_cached
-
-    _load_cached.cache_clear()
 
 
 def _prepare(work: Path, url: str) -> None:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 from registry import names
 from registry.errors import RecipeError
-from registry.sharing import config, git, gitpublish, sources
+from registry.sharing import config, git, gitpublish, refresh, sources
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 _URL = re.compile(r"^(file|https?|ssh|git)://|^[\w.-]+@[\w.-]+:")
@@ -112,60 +111,9 @@ def update(names: list[str], accept: tuple[str, ...] = ()) -> list[str]:
         clone = config.cache_dir() / entry["name"]
         if not (clone / ".git").is_dir():
             git.clone(entry["git"], clone)
-        lines.append(f"{entry['name']}: {entry['git']} at {refresh(entry['name'], entry['git'], clone, accept)[:12]}")
+        moved = refresh.refresh(entry["name"], entry["git"], clone, accept)
+        lines.append(f"{entry['name']}: {entry['git']} at {moved[:12]}")
     return lines
-
-
-def refresh(name: str, url: str, clone: Path, accept: tuple[str, ...] = ()) -> str:
-    """Move a git source's clone to the remote's newest commit, unless that changes a version
-    this machine has seen (a force-push, a rewritten index): then the clone stays where it was
-    and the error names each version with both hashes. `accept` takes the new hash of the
-    versions named (NAME@N). A history that is not a fast-forward is said."""
-    from registry.sharing import trust, versions
-
-    before = git.head(clone)
-    git.fetch(clone)
-    after = git.rev(clone, "origin/HEAD")
-    if after != before and not git.contains(clone, before, after):
-        print(
-            f"note: {name}: the remote's history was rewritten ({after[:12]} does not contain {before[:12]});"
-            " its versions are checked against the ones this machine has seen",
-            file=sys.stderr,
-        )
-    git.move(clone, after)
-    _forget_parsed()
-    source = sources.Source(name, sources._root(clone), "git", url)
-    try:
-        offered = {f"{n}@{e['version']}": e["sha256"] for n, entries in versions.index(source).items() for e in entries}
-    except RecipeError:
-        _back(clone, before)
-        raise
-    changed = [c for c in trust.changed(source, offered) if c.version not in accept]
-    if changed:
-        _back(clone, before)
-        raise RecipeError(
-            f"{name}: the remote changed {len(changed)} published version(s) this machine has seen: "
-            + "; ".join(c.line() for c in changed)
-            + f"; {name} stays at {before[:12]} (hint: if deliberate, recipe source update {name} "
-            + " ".join(f"--accept {c.version}" for c in changed)
-            + ")"
-        )
-    trust.remember(source, {v: d for v, d in offered.items() if v in accept}, replace=True)
-    trust.remember(source, offered)  # trust on first use: every version seen from now on
-    return after
-
-
-def _back(clone: Path, commit: str) -> None:
-    git.move(clone, commit)
-    _forget_parsed()
-
-
-def _forget_parsed() -> None:
-    # a reset can swap index.yaml within the file system's timestamp granularity and at the same
-    # size: read the file as it is now
-    from registry.load import _load_cached
-
-    _load_cached.cache_clear()
 
 
 def accept(name: str, wanted: list[str]) -> list[str]:
