@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from registry.doc import MISSING, lookup
-from registry.errors import Exit, RecipeError
+from registry.errors import Exit, Problem, RecipeError
 from registry.load import load_file, load_json
 from registry.resolve import deepspeed, fsdp
 from registry.topology import nodes, world_size
@@ -274,6 +274,7 @@ def import_config(
         ),
     }
     notes = Notes()
+    notes.conflicts += _launch_conflicts(data, loaded.origins, loaded.file, processes, machines, cpu)
     data = _keep_refused(data, loaded.origins, recipe, notes)
     reader = Reader(recipe, notes)
     reader.read(TABLE, data, path.name, loaded.origins)
@@ -296,6 +297,71 @@ def import_config(
     reader.finish()
     _consolidated(recipe, notes)
     return recipe, notes
+
+
+def _conflict(text: str, where, hint: str) -> Problem:
+    return Problem("error", "import-conflict", "", text, where, hint)
+
+
+def _launch_conflicts(data: dict, origins: dict, file, processes: int, machines: int, cpu: bool) -> list[Problem]:
+    """What makes `accelerate launch` start another job than the yaml says, or none that can meet:
+    a total process count that the machines cannot share evenly, a machine_rank outside the job, a
+    multi-machine job without the main machine's address, more processes on a machine than its
+    gpu_ids name, a DeepSpeed sequence-parallel size that does not divide the processes
+    (docs/failure-modes.md §63)."""
+    at = lambda key: origins.get((key,), str(file))  # noqa: E731
+    found = []
+    if processes % machines:
+        found.append(
+            _conflict(
+                f"num_processes {processes} is not a multiple of num_machines {machines}",
+                at("num_processes"),
+                "num_processes is the total over all machines; accelerate launch starts num_processes //"
+                f" num_machines = {processes // machines} per machine",
+            )
+        )
+    rank = data.get("machine_rank", 0)
+    if type(rank) is int and not 0 <= rank < machines:
+        found.append(
+            _conflict(
+                f"machine_rank {rank} is outside 0..{machines - 1} (num_machines {machines})",
+                at("machine_rank"),
+                "torch.distributed waits for a rank that no machine has; number the machines from 0",
+            )
+        )
+    if machines > 1 and not data.get("main_process_ip"):
+        found.append(
+            _conflict(
+                f"num_machines {machines} and no main_process_ip",
+                at("num_machines"),
+                "every machine must reach the main one ('When using multiple machines, you need to specify"
+                " the main process IP'); set main_process_ip (or --main_process_ip)",
+            )
+        )
+    ids = data.get("gpu_ids")
+    if not cpu and isinstance(ids, (str, int)) and str(ids).strip().lower() != "all":
+        named = [i for i in str(ids).split(",") if i.strip()]
+        if named and processes // machines > len(named):
+            found.append(
+                _conflict(
+                    f"{processes // machines} processes per machine but gpu_ids names {len(named)} GPUs ({ids})",
+                    at("gpu_ids"),
+                    "accelerate launch makes only gpu_ids visible, so processes share GPUs or fail on an"
+                    " invalid device ordinal; lower num_processes or name more GPUs",
+                )
+            )
+    sp = deepspeed.sequence_parallel(
+        {"backend": {"accelerate": {"parallelism_config": data.get("parallelism_config")}}}
+    )
+    if data.get("distributed_type") == "DEEPSPEED" and sp > 1 and processes % sp:
+        found.append(
+            _conflict(
+                f"DeepSpeed sequence parallelism of {sp} does not divide num_processes {processes}",
+                origins.get(("parallelism_config", "parallelism_config_sp_size"), at("parallelism_config")),
+                "DeepSpeed builds sequence-parallel groups of sp_size ranks from the world; use a divisor",
+            )
+        )
+    return found
 
 
 def _consolidated(recipe: dict, notes: Notes) -> None:

@@ -53,8 +53,23 @@ def _offload(part: str) -> tuple:
     )
 
 
+def sequence_parallel(doc) -> int:
+    """The DeepSpeed (Ulysses/ALST) sequence-parallel size an accelerate yaml's parallelism_config
+    asks for (kept in backend.accelerate), else 1. DeepSpeed's batch check counts data-parallel
+    ranks only, and accelerate sets train_batch_size to micro x accumulation x (world / sp) under it
+    (docs/failure-modes.md §62)."""
+    config = (field(doc, "backend.accelerate") or {}).get("parallelism_config")
+    if not isinstance(config, dict):
+        return 1
+    size, backend = config.get("parallelism_config_sp_size", 1), config.get("parallelism_config_sp_backend")
+    if type(size) is not int or size < 1 or backend not in (None, "deepspeed"):
+        return 1
+    return size
+
+
 def _batch(doc) -> int:
-    factors = (field(doc, "train.micro_batch_size"), field(doc, "train.gradient_accumulation_steps"), world_size(doc))
+    ranks = world_size(doc) // sequence_parallel(doc)
+    factors = (field(doc, "train.micro_batch_size"), field(doc, "train.gradient_accumulation_steps"), ranks)
     if not all(type(f) is int for f in factors):
         # an imported "x" times 10**30 would build a string that fills memory; validation reports the type
         raise TypeError(f"not whole numbers: {factors!r}")
@@ -66,7 +81,8 @@ TABLE = Table(
         "train_batch_size",
         _batch,
         reads=("train.micro_batch_size", "train.gradient_accumulation_steps", "hardware"),
-        what="train.micro_batch_size x train.gradient_accumulation_steps x the world size",
+        what="train.micro_batch_size x train.gradient_accumulation_steps x the world size"
+        " (over the sequence-parallel size, under DeepSpeed sequence parallelism)",
         raises="DeepSpeed refuses to start: 'Check batch related parameters. train_batch_size is not equal to"
         " micro_batch_per_gpu * gradient_acc_step * world_size'",
     ),
@@ -146,6 +162,7 @@ def refused(ds: dict, origins: dict, file: str) -> list[Problem]:
                 "accelerate refuses it: 'Please specify the ZeRO optimization config in the DeepSpeed config.'",
             )
         )
+    found += _precision_conflict(ds, origins, file) + _zero_keys(ds, origins, file)
     legacy = ds.get("bfloat16")
     if isinstance(legacy, dict) and "auto" in legacy.values():
         found.append(
@@ -167,3 +184,127 @@ def deepspeed_config(doc: dict) -> dict | None:
     if field(doc, "backend.kind") != "deepspeed" or field(doc, "backend.deepspeed_config_file"):
         return None
     return write(TABLE, doc)
+
+
+def _enabled(ds: dict, key: str):
+    section = ds.get(key)
+    return section.get("enabled") if isinstance(section, dict) else None
+
+
+def _precision_conflict(ds: dict, origins: dict, file: str) -> list[Problem]:
+    """fp16 and bf16 (or its legacy key bfloat16) both enabled: DeepSpeed asserts, where the
+    import would keep one of them (docs/failure-modes.md §60)."""
+    bf16 = next((k for k in ("bf16", "bfloat16") if _enabled(ds, k) is True), None)
+    if _enabled(ds, "fp16") is not True or bf16 is None:
+        return []
+    return [
+        Problem(
+            "error",
+            "import-conflict",
+            "",
+            f"{file} enables both fp16 and {bf16}",
+            origins.get((bf16, "enabled"), origins.get((bf16,), file)),
+            "DeepSpeed refuses it: 'bfloat16 and fp16 modes cannot be simultaneously enabled'; keep one",
+        )
+    ]
+
+
+# DeepSpeedZeroConfig's fields and aliases (DeepSpeed 0.19): the model forbids any other key
+ZERO_KEYS = frozenset(
+    [
+        "stage",
+        "contiguous_gradients",
+        "reduce_scatter",
+        "reduce_bucket_size",
+        "use_multi_rank_bucket_allreduce",
+        "allgather_partitions",
+        "allgather_bucket_size",
+        "overlap_comm",
+        "compute_grad_norm",
+        "load_from_fp32_weights",
+        "elastic_checkpoint",
+        "offload_param",
+        "offload_optimizer",
+        "zenflow",
+        "sub_group_size",
+        "cpu_offload_param",
+        "cpu_offload_use_pin_memory",
+        "cpu_offload",
+        "prefetch_bucket_size",
+        "stage3_prefetch_bucket_size",
+        "param_persistence_threshold",
+        "stage3_param_persistence_threshold",
+        "model_persistence_threshold",
+        "stage3_model_persistence_threshold",
+        "max_live_parameters",
+        "stage3_max_live_parameters",
+        "max_reuse_distance",
+        "stage3_max_reuse_distance",
+        "gather_16bit_weights_on_model_save",
+        "stage3_gather_16bit_weights_on_model_save",
+        "module_granularity_threshold",
+        "stage3_module_granularity_threshold",
+        "use_all_reduce_for_fetch_params",
+        "stage3_use_all_reduce_for_fetch_params",
+        "allgather_sequential",
+        "stage3_allgather_sequential",
+        "stage3_gather_fp16_weights_on_model_save",
+        "ignore_unused_parameters",
+        "legacy_stage1",
+        "round_robin_gradients",
+        "parameter_alignment",
+        "zero_hpz_partition_size",
+        "zero_quantized_weights",
+        "zero_quantized_nontrainable_weights",
+        "zero_quantized_gradients",
+        "memory_efficient_linear",
+        "pipeline_loading_checkpoint",
+        "override_module_apply",
+        "log_trace_cache_warnings",
+        "enable_sanity_checks",
+        "save_muon_momentum_buffer_in_memory",
+        "leaf_module",
+    ]
+)
+# deprecated boolean forms and the sections that replaced them: DeepSpeed refuses both together
+ZERO_REPLACED = {
+    "cpu_offload": "offload_optimizer",
+    "cpu_offload_param": "offload_param",
+    "stage3_gather_fp16_weights_on_model_save": "stage3_gather_16bit_weights_on_model_save",
+}
+
+
+def _zero_keys(ds: dict, origins: dict, file: str) -> list[Problem]:
+    """zero_optimization keys DeepSpeedZeroConfig refuses: unknown ones (its pydantic model forbids
+    extra fields) and a deprecated key beside its replacement (docs/failure-modes.md §61)."""
+    zero = ds.get("zero_optimization")
+    if not isinstance(zero, dict):
+        return []
+    found = []
+    for key in zero:
+        where = origins.get(("zero_optimization", key), file)
+        if isinstance(key, str) and key not in ZERO_KEYS:
+            top = " (it is a top-level DeepSpeed section)" if key in ("aio", "bf16", "fp16", "optimizer") else ""
+            found.append(
+                Problem(
+                    "error",
+                    "import-conflict",
+                    "",
+                    f"{file} zero_optimization.{key} is not a ZeRO setting{top}",
+                    where,
+                    "DeepSpeed refuses it: DeepSpeedZeroConfig 'Extra inputs are not permitted'",
+                )
+            )
+        elif key in ZERO_REPLACED and ZERO_REPLACED[key] in zero:
+            found.append(
+                Problem(
+                    "error",
+                    "import-conflict",
+                    "",
+                    f"{file} zero_optimization.{key} is the deprecated form of {ZERO_REPLACED[key]}, which is also set",
+                    where,
+                    f"DeepSpeed refuses it: 'Cannot provide deprecated parameter {key!r} and replacing parameter"
+                    f" {ZERO_REPLACED[key]!r} together'; keep {ZERO_REPLACED[key]}",
+                )
+            )
+    return found
