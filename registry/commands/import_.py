@@ -32,7 +32,9 @@ def add_setup_arguments(p, *, required: bool) -> None:
     p.add_argument(
         "--launch-args", default="", metavar="'--num_processes 8 ...'", help="accelerate launch flags beside the yaml"
     )
-    p.add_argument("--gpu", default="A100-80GB", help="GPU catalog name for the hardware section (default A100-80GB)")
+    p.add_argument(
+        "--gpu", help="GPU catalog name for the hardware section (default A100-80GB, said in the import's notes)"
+    )
 
 
 def setup_of(args):

@@ -32,6 +32,7 @@ from registry.trainers.opentau import import_config as from_opentau
 
 UNKNOWN = "unknown"  # policy.type of a policy the import cannot name
 PROGRAM = "train.py"  # the command trainer's program when the team's script is not named
+DEFAULT_GPU = "A100-80GB"  # the GPU assumed when --gpu is not given (and said in the notes)
 
 
 @dataclass
@@ -43,7 +44,7 @@ class Setup:
     trainer: str | None = None  # opentau | lerobot | None: the team's own script (command trainer)
     trainer_config: Path | None = None
     trainer_args: str | None = None
-    gpu: str = "A100-80GB"
+    gpu: str | None = None  # None: DEFAULT_GPU, with a note (its precision and memory decide verdicts)
     policy: str | None = None  # a bundled policy part to extend
     program: str | None = None  # the team's training script, for the command trainer
     launch_args: str = ""  # accelerate launch flags given beside --config_file (--num_processes 8)
@@ -64,10 +65,16 @@ def read(setup: Setup) -> Imported:
     if setup.trainer == "lerobot" and setup.trainer_args is None:
         raise RecipeError('--trainer lerobot needs --trainer-args "--policy.type=act ..."')
     _check_trainer_input(setup)
-    gpu = catalog.canonical(setup.gpu)  # an alias (H100) is written as its entry (H100-SXM)
+    named = setup.gpu or DEFAULT_GPU
+    gpu = catalog.canonical(named)  # an alias (H100) is written as its entry (H100-SXM)
     if gpu is None:
-        raise RecipeError(f"--gpu: {catalog.unknown(setup.gpu)}")
+        raise RecipeError(f"--gpu: {catalog.unknown(named)}")
     recipe, notes = from_accelerate(setup.accelerate, gpu, setup.deepspeed, launch_flags(setup.launch_args))
+    if setup.gpu is None and lookup(recipe, "hardware.gpu") not in (MISSING, None):
+        notes.append(
+            f"hardware.gpu: no --gpu given, so {gpu} is assumed; the precision checks (bf16, fp8) and the memory"
+            " estimate are judged for it (--gpu NAME for the cluster's GPU)"
+        )
     origin = setup.accelerate.name + (f" and {setup.deepspeed.name}" if setup.deepspeed else "")
     part = None
     if setup.trainer == "opentau":
