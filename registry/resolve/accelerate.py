@@ -137,10 +137,12 @@ REFUSED_BESIDE_FILE = (
 )
 
 
-def _keep_refused(data: dict, origins: dict, recipe: dict, notes: Notes) -> dict:
+def _keep_refused(data: dict, origins: dict, recipe: dict, notes: Notes, from_file: frozenset = frozenset()) -> dict:
     """The keys accelerate refuses beside a deepspeed_config_file, kept as the team wrote them in
     backend.accelerate (where the ds-config-file-conflict rule reports them at their line) instead of
-    being read as settings the JSON also makes; the rest of the yaml, to be read as usual."""
+    being read as settings the JSON also makes; the rest of the yaml, to be read as usual. A
+    --mixed_precision launch flag is not refused there (only the yaml's keys are): it is checked
+    against the JSON's precision instead (`_flag_precision`)."""
     section = data.get("deepspeed_config")
     if data.get("distributed_type") != "DEEPSPEED" or not isinstance(section, dict):
         return data
@@ -150,7 +152,7 @@ def _keep_refused(data: dict, origins: dict, recipe: dict, notes: Notes) -> dict
     refused = [k for k in REFUSED_BESIDE_FILE if k in section]
     if refused:
         kept["deepspeed_config"] = {k: section[k] for k in refused}
-    if data.get("mixed_precision") is not None:
+    if data.get("mixed_precision") is not None and "mixed_precision" in from_file:
         kept["mixed_precision"] = data["mixed_precision"]
     if not kept:
         return data
@@ -159,7 +161,7 @@ def _keep_refused(data: dict, origins: dict, recipe: dict, notes: Notes) -> dict
         notes.located[("backend", "accelerate", "deepspeed_config", key)] = origins.get(("deepspeed_config", key))
     if "mixed_precision" in kept:
         notes.located[("backend", "accelerate", "mixed_precision")] = origins.get(("mixed_precision",))
-    rest = {k: v for k, v in data.items() if k != "mixed_precision"}
+    rest = {k: v for k, v in data.items() if k != "mixed_precision" or "mixed_precision" not in kept}
     rest["deepspeed_config"] = {k: v for k, v in section.items() if k not in refused}
     return rest
 
@@ -228,6 +230,7 @@ def import_config(
     DeepSpeed JSON it names), with notes on what it could not place. The trainer's config is read
     into the same recipe and notes next; `mapping.finish` ends the import."""
     loaded = load_file(path)
+    from_file = frozenset(loaded.data)
     data = {**loaded.data, **(launch or {})}  # the command line wins, as in accelerate launch
     origins = {**loaded.origins, **{(k,): "--launch-args" for k in launch or {}}}
     loaded = type(loaded)(loaded.file, data, origins)
@@ -275,7 +278,7 @@ def import_config(
     }
     notes = Notes()
     notes.conflicts += _launch_conflicts(data, loaded.origins, loaded.file, processes, machines, cpu)
-    data = _keep_refused(data, loaded.origins, recipe, notes)
+    data = _keep_refused(data, loaded.origins, recipe, notes, from_file)
     reader = Reader(recipe, notes)
     reader.read(TABLE, data, path.name, loaded.origins)
     section = data.get("deepspeed_config") if isinstance(data.get("deepspeed_config"), dict) else {}
@@ -293,10 +296,30 @@ def import_config(
             )
         ds = load_json(file, "DeepSpeed config")
         notes.conflicts += deepspeed.refused(ds.data, ds.origins, ds.file)
+        notes.conflicts += _flag_precision((launch or {}).get("mixed_precision"), ds.data, ds.origins, ds.file)
         reader.read(deepspeed.TABLE, ds.data, file.name, ds.origins)
     reader.finish()
     _consolidated(recipe, notes)
     return recipe, notes
+
+
+def _flag_precision(flag, ds: dict, origins: dict, file: str) -> list[Problem]:
+    """accelerate's DeepSpeedPlugin.set_mixed_precision: a --mixed_precision flag beside a JSON that
+    enables the other 16-bit type is refused; a matching one, or one the JSON leaves open, is taken."""
+    if flag in (None, "no") or not isinstance(ds, dict):
+        return []
+    other = "bf16" if flag == "fp16" else "fp16"
+    section = ds.get(other)
+    if not (isinstance(section, dict) and str(section.get("enabled", "False")).lower() == "true"):
+        return []
+    return [
+        _conflict(
+            f"--mixed_precision {flag} beside {file}, which enables {other}",
+            origins.get((other, "enabled"), file),
+            f"accelerate refuses it: '`--mixed_precision` arg cannot be set to `{flag}` when `{other}` is set in"
+            " the DeepSpeed config file'; drop the flag or make them agree",
+        )
+    ]
 
 
 def _conflict(text: str, where, hint: str) -> Problem:
