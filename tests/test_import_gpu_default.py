@@ -28,3 +28,4 @@ def test_a_named_gpu_is_not_noted_and_t4_is_read(tmp_path):
     assert not any(n.startswith("hardware.gpu:") for n in result.notes)
     assert result.recipe["hardware"]["gpu"] == "T4" and not errors
     assert _import(tmp_path, "bf16", "T4")[1] == ["bf16-compute-capability"]
+    assert _import(tmp_path, "fp16", "Tesla T4")[0].recipe["hardware"]["gpu"] == "T4"  # as nvidia-smi names it

@@ -66,7 +66,8 @@ def read(setup: Setup) -> Imported:
         raise RecipeError('--trainer lerobot needs --trainer-args "--policy.type=act ..."')
     _check_trainer_input(setup)
     named = setup.gpu or DEFAULT_GPU
-    gpu = catalog.canonical(named)  # an alias (H100) is written as its entry (H100-SXM)
+    # an alias (H100) is written as its entry (H100-SXM), and so is a device name ('Tesla T4': nvidia-smi's)
+    gpu = catalog.canonical(named) or catalog.device_entry(named)
     if gpu is None:
         raise RecipeError(f"--gpu: {catalog.unknown(named)}")
     recipe, notes = from_accelerate(setup.accelerate, gpu, setup.deepspeed, launch_flags(setup.launch_args))
