@@ -352,7 +352,11 @@ def _launch_conflicts(data: dict, origins: dict, file, processes: int, machines:
                 "torch.distributed waits for a rank that no machine has; number the machines from 0",
             )
         )
-    if machines > 1 and not data.get("main_process_ip"):
+    ds = data.get("deepspeed_config") if isinstance(data.get("deepspeed_config"), dict) else {}
+    # pdsh/openmpi/mvapich launchers reach the nodes through a hostfile: only the standard one
+    # needs the main process's address in the yaml
+    hostfile = ds.get("deepspeed_multinode_launcher", "standard") != "standard"
+    if machines > 1 and not data.get("main_process_ip") and not hostfile:
         found.append(
             _conflict(
                 f"num_machines {machines} and no main_process_ip",
