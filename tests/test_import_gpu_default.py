@@ -1,4 +1,4 @@
-"""The GPU an import assumes without --gpu is said in its notes (docs/failure-modes.md §65), and a
+"""The GPU an import assumes without --gpu is said in its notes (docs/failure-modes.md §60), and a
 T4 named with --gpu is read (fp16 accepted, bf16 refused: compute capability 7.5)."""
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ GPU_V100ISH = "hardware.gpu={name: V100, memory_gib: 16, compute_capability: 7.0
 ON_2_GPUS = ["hardware.gpus_per_node=2", "hardware.processes_per_node=2", "backend.mixed_precision=fp16"]
 
 # rule id -> (recipe, overrides that break only that rule, overrides on a recipe that passes)
+# a team's own script under FSDP, saving a full state dict (fsdp-sharded-consolidated)
+_COMMAND_FULL = ["trainer.kind=command", "trainer.command.program=train.py", "backend.state_dict_type=FULL_STATE_DICT"]
+
 CASES = {
     "obs-history": ("pi07/zero2/8xA100", ["policy.n_obs_steps=8"], []),
     "image-resolution": ("pi07/zero2/8xA100", ["dataset.resolution=[224, 224]"], []),
@@ -126,7 +129,13 @@ CASES = {
     "lerobot-policy-checkpointing": (
         "act/ddp/8xA100",
         ["policy.gradient_checkpointing=true"],
-        ["policy.type=diffusion", "policy.gradient_checkpointing=true"],
+        # diffusion's horizon must halve through its U-Net (lerobot-diffusion-horizon), and hold the steps
+        [
+            "policy.type=diffusion",
+            "policy.chunk_size=16",
+            "policy.n_action_steps=8",
+            "policy.gradient_checkpointing=true",
+        ],
     ),
     "lerobot-policy-compile": (
         "act/ddp/8xA100",
@@ -149,6 +158,28 @@ CASES = {
         ["train.scheduler.type=linear"],
         ["train.scheduler.type=cosine_decay_with_warmup"],
     ),
+    "fsdp-ram-efficient-sync": (
+        "act/fsdp/2xH100",
+        ["backend.sync_module_states=false"],
+        ["backend.sync_module_states=false", "backend.cpu_ram_efficient_loading=false"],
+    ),
+    "fsdp1-orig-params-compile": (
+        "ref-100m/fsdp/2xH100",
+        [*_COMMAND_FULL, "policy.use_torch_compile=true", "backend.use_orig_params=false"],
+        [*_COMMAND_FULL, "policy.use_torch_compile=true", "backend.use_orig_params=true"],
+    ),
+    "fsdp-sharded-consolidated": (
+        "ref-100m/fsdp/2xH100",
+        ["trainer.kind=command", "trainer.command.program=train.py"],
+        _COMMAND_FULL,
+    ),
+    "fsdp-hybrid-one-node": ("act/fsdp/2xH100", ["backend.sharding=HYBRID_SHARD"], ["backend.sharding=FULL_SHARD"]),
+    "lerobot-act-temporal-ensemble": (
+        "act/ddp/8xA100",
+        ["policy.options.temporal_ensemble_coeff=0.01"],
+        ["policy.options.temporal_ensemble_coeff=0.01", "policy.n_action_steps=1"],
+    ),
+    "lerobot-diffusion-horizon": ("diffusion/ddp/8xH100", ["policy.chunk_size=20"], ["policy.chunk_size=24"]),
     "action-steps-chunk": ("act/ddp/8xA100", ["policy.n_action_steps=101"], ["policy.n_action_steps=50"]),
     "constant-scheduler-not-applicable": (
         "act/ddp/8xA100",

@@ -331,7 +331,7 @@ def _launch_conflicts(data: dict, origins: dict, file, processes: int, machines:
     a total process count that the machines cannot share evenly, a machine_rank outside the job, a
     multi-machine job without the main machine's address, more processes on a machine than its
     gpu_ids name, a DeepSpeed sequence-parallel size that does not divide the processes
-    (docs/failure-modes.md §63)."""
+    (docs/failure-modes.md §58)."""
     at = lambda key: origins.get((key,), str(file))  # noqa: E731
     found = []
     if processes % machines:

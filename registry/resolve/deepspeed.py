@@ -57,7 +57,7 @@ def sequence_parallel(doc) -> int:
     """The DeepSpeed (Ulysses/ALST) sequence-parallel size an accelerate yaml's parallelism_config
     asks for (kept in backend.accelerate), else 1. DeepSpeed's batch check counts data-parallel
     ranks only, and accelerate sets train_batch_size to micro x accumulation x (world / sp) under it
-    (docs/failure-modes.md §62)."""
+    (docs/failure-modes.md §57)."""
     config = (field(doc, "backend.accelerate") or {}).get("parallelism_config")
     if not isinstance(config, dict):
         return 1
@@ -193,7 +193,7 @@ def _enabled(ds: dict, key: str):
 
 def _precision_conflict(ds: dict, origins: dict, file: str) -> list[Problem]:
     """fp16 and bf16 (or its legacy key bfloat16) both enabled: DeepSpeed asserts, where the
-    import would keep one of them (docs/failure-modes.md §60)."""
+    import would keep one of them (docs/failure-modes.md §55)."""
     bf16 = next((k for k in ("bf16", "bfloat16") if _enabled(ds, k) is True), None)
     if _enabled(ds, "fp16") is not True or bf16 is None:
         return []
@@ -276,7 +276,7 @@ ZERO_REPLACED = {
 
 def _zero_keys(ds: dict, origins: dict, file: str) -> list[Problem]:
     """zero_optimization keys DeepSpeedZeroConfig refuses: unknown ones (its pydantic model forbids
-    extra fields) and a deprecated key beside its replacement (docs/failure-modes.md §61)."""
+    extra fields) and a deprecated key beside its replacement (docs/failure-modes.md §56)."""
     zero = ds.get("zero_optimization")
     if not isinstance(zero, dict):
         return []

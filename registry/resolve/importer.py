@@ -89,6 +89,7 @@ def read(setup: Setup) -> Imported:
         recipe["trainer"] = {"kind": "command", "command": {"program": program}}
         if not setup.program:
             notes.append(f"trainer.command.program: the training script is not named; {PROGRAM} is written (--program)")
+        _sharded_save(recipe, notes)
     if setup.policy:
         part = setup.policy
     elif part is None:
@@ -99,6 +100,18 @@ def read(setup: Setup) -> Imported:
         )
     finish(recipe, notes)
     return Imported(recipe, part, notes, origin)
+
+
+def _sharded_save(recipe: dict, notes: Notes) -> None:
+    """A team's script saves its model through the FSDP state_dict_type: a sharded one writes per-rank
+    shards, so the recipe says what the setup does rather than asking for more (fsdp-sharded-consolidated)."""
+    kind = lookup(recipe, "backend.state_dict_type")
+    if lookup(recipe, "backend.kind") == "fsdp" and kind not in (MISSING, None, "FULL_STATE_DICT"):
+        recipe.setdefault("train", {}).setdefault("checkpoint", {})["consolidated"] = False
+        notes.append(
+            f"train.checkpoint.consolidated: false, as the script saves through fsdp_state_dict_type {kind}"
+            " (per-rank shards, not one model file)"
+        )
 
 
 def _check_trainer_input(setup: Setup) -> None:

@@ -215,6 +215,37 @@ def invocation(doc: dict, ctx: Context) -> Invocation:
     )
 
 
+# LeRobot 0.6.1's policy types (lerobot-policy-type), longest first so pi0_fast wins over pi0
+POLICY_TYPES = ("pi0_fast", "smolvla", "diffusion", "groot", "tdmpc", "vqbet", "pi05", "xvla", "act", "pi0", "sac")
+
+
+def _policy_path(given: dict[str, str], notes: list[str]) -> None:
+    """--policy.path=lerobot/smolvla_base is lerobot-train's other way to name a policy: it loads
+    that checkpoint's config and weights. The recipe names the policy by type, so the type is read
+    from the checkpoint's name, and the path becomes policy.pretrained_path."""
+    path = given.get("policy.path")
+    if path is None:
+        return
+    name = path.rstrip("/").rsplit("/", 1)[-1].lower()
+    kind = next((t for t in POLICY_TYPES if name.startswith(t)), None)
+    if "policy.type" in given or kind is None:
+        notes.append(
+            f"lerobot-train flags --policy.path={path}: the policy type is not read from a checkpoint's"
+            " config.json; name it with --policy.type"
+        )
+        if "policy.type" in given:
+            given.pop("policy.path")
+            given.setdefault("policy.pretrained_path", path)
+        return
+    given.pop("policy.path")
+    given["policy.type"] = kind
+    given.setdefault("policy.pretrained_path", path)
+    notes.append(
+        f"lerobot-train flags --policy.path={path}: policy.type {kind} is read from the checkpoint's name and"
+        f" policy.pretrained_path is {path}; the policy part stands in for the checkpoint's config.json"
+    )
+
+
 def parse(args: str) -> dict[str, str]:
     """lerobot-train's command line as {flag name: text}: --key=value or --key value."""
     found: dict[str, str] = {}
@@ -245,6 +276,11 @@ def import_flags(args: str, recipe: dict, notes: list[str]) -> str | None:
     from registry.sharing import sources
 
     given = parse(args)
+    _policy_path(given, notes)
+    if "policy.push_to_hub" not in given:
+        # LeRobot's PreTrainedConfig defaults push_to_hub to true, and validate() then wants a repo_id
+        given["policy.push_to_hub"] = "true"
+        notes.append("lerobot-train flags: no --policy.push_to_hub, so LeRobot's default (true) is imported")
     if _bool(given.get("use_policy_training_preset", "true")) is True:
         # LeRobot trained with the policy's preset and ignored these; the recipe takes the policy
         # part's optimizer and scheduler, which hold the preset's values
@@ -256,6 +292,12 @@ def import_flags(args: str, recipe: dict, notes: list[str]) -> str | None:
         notes.append("lerobot-train flags: the policy preset chose the optimizer; the recipe takes the policy part's")
     api = "parallelism" if any(k.startswith("parallelism.") for k in given) else "accelerate"
     recipe["trainer"] = {"kind": "lerobot", "lerobot": {"api": api}}
+    if api == "accelerate" and "gradient_accumulation_steps" in given:
+        # lerobot-train v0.6.1 has no such flag (its argparse refuses it); the recipe says what was asked
+        # so that lerobot-no-accumulation names it
+        text = given.pop("gradient_accumulation_steps")
+        recipe.setdefault("train", {})["gradient_accumulation_steps"] = int(text) if text.isdigit() else text
+        notes.append(f"lerobot-train flags --gradient_accumulation_steps={text}: lerobot-train v0.6.1 has no such flag")
     reader = Reader(recipe, notes)
     reader.read(TABLE, given, "lerobot-train flags")
     reader.finish()

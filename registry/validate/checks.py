@@ -150,7 +150,44 @@ def engine_counts(recipe: Section, rule: dict) -> list[Finding]:
     ]
 
 
+# LeRobot 0.6.1's DiffusionConfig defaults: horizon 16, down_dims (512, 1024, 2048)
+DIFFUSION_HORIZON, DIFFUSION_DOWN_DIMS = 16, (512, 1024, 2048)
+
+
+def diffusion_horizon(recipe: Section, rule: dict) -> list[Finding]:
+    """The diffusion U-Net halves the action horizon at each of its len(down_dims) stages, so the
+    horizon (policy.chunk_size) must be a multiple of 2 ** len(down_dims): LeRobot's DiffusionConfig
+    raises 'The horizon should be an integer multiple of the downsampling factor' otherwise."""
+    horizon = recipe.policy.chunk_size
+    horizon = DIFFUSION_HORIZON if horizon is None else horizon
+    options = recipe.policy.options
+    dims = options.get("down_dims", DIFFUSION_DOWN_DIMS) if options is not None else DIFFUSION_DOWN_DIMS
+    if isinstance(dims, str):  # a flag's text: [256,512,1024]
+        import yaml
+
+        try:
+            dims = yaml.safe_load(dims)
+        except yaml.YAMLError:
+            return []
+    if not isinstance(dims, (list, tuple)) or not dims or not isinstance(horizon, int):
+        return []
+    factor = 2 ** len(dims)
+    if horizon % factor == 0:
+        return []
+    path = ("policy", "chunk_size") if recipe.policy.chunk_size is not None else ("policy", "type")
+    lower, upper = horizon // factor * factor, (horizon // factor + 1) * factor
+    return [
+        Finding(
+            rule["severity"],
+            path,
+            f"{rule['message']}: horizon {horizon} with {len(dims)} down_dims stages (a factor of {factor})",
+            f"{rule['hint']} ({lower or factor} or {upper})",
+        )
+    ]
+
+
 CHECKS = {
+    "diffusion-horizon": diffusion_horizon,
     "memory-fit": memory_fit,
     "engine-counts": engine_counts,
     "command-placeholders": command_placeholders,
