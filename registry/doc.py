@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 MISSING = object()
 # `{dotted.path}` in a rule's message or hint and in a command trainer's argument templates
@@ -40,6 +40,37 @@ def origin_of(origins: dict, path: tuple) -> str | None:
         if found:
             return found
     return None
+
+
+# A layer's standing when one problem involves values set in several layers: the highest is
+# where the problem is reported (registry/validate/problems.py, docs/design.md "Errors").
+BASE_LAYER, PART_LAYER, RECIPE_LAYER, USER_LAYER = range(4)
+_AT = re.compile(r"(.*):\d+:\d+")
+
+
+class Origins(dict):
+    """path -> where it was set ('file:line:column', 'command line', ...), as a plain dict; a
+    composed recipe's also knows the layers those files are. `rank(origin)` is (standing, order):
+    the user's own layers (the file validated, their files outside the bundled recipes and git
+    sources, the command line) above a tuned overlay or recipe, above a part, above the base;
+    among the user's own the outermost (later in merge order) first. Worked out on the first
+    call only, so a recipe whose problems name one place each costs nothing."""
+
+    def __init__(self, items=(), layers: Callable[[], dict[str, tuple[int, int]]] | None = None):
+        super().__init__(items)
+        self._layers = layers
+        self._ranks: dict[str, tuple[int, int]] | None = None
+
+    def rank(self, origin: str) -> tuple[int, int]:
+        if self._ranks is None:
+            self._ranks = self._layers() if self._layers else {}
+        at = _AT.fullmatch(origin)
+        return self._ranks.get(at.group(1) if at else origin, (BASE_LAYER, 0))
+
+
+def rank(origins: dict, origin: str) -> tuple[int, int]:
+    """An origin's standing among a document's (Origins.rank); every origin of a plain dict ranks the same."""
+    return origins.rank(origin) if isinstance(origins, Origins) else (BASE_LAYER, 0)
 
 
 def merge(base: dict, layer: dict) -> dict:

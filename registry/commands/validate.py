@@ -354,7 +354,9 @@ def _located(problem, located: dict, temporary: str, decided: str):
         return decided if origin and origin.startswith(temporary) else origin
 
     related = tuple((p, where(p, origin)) for p, origin in problem.related)
-    return dataclasses.replace(problem, origin=where(problem.path, problem.origin), related=related)
+    # reported at a related value's place (registry/validate/problems.py locate): that value's key
+    at = next((p for p, origin in problem.related if origin and origin == problem.origin), problem.path)
+    return dataclasses.replace(problem, origin=where(at, problem.origin), related=related)
 
 
 def problem_json(problem) -> dict:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
+from functools import lru_cache, partial
 from pathlib import Path, PurePosixPath
 
 from registry import names
 from registry.compose import catalog, hardware
 from registry.compose.overrides import Overrides
 from registry.compose.overrides import parse as parse_overrides
-from registry.doc import exists, leaves, merge
+from registry.doc import BASE_LAYER, PART_LAYER, RECIPE_LAYER, USER_LAYER, Origins, exists, leaves, merge
 from registry.errors import RecipeError
 from registry.load import Loaded, display_path, load_cached
 from registry.names import AXES, Name
@@ -45,7 +46,9 @@ class Recipe:
 def compose(target: str, overrides: list[str] | None = None) -> Recipe:
     """Compose a recipe name or file; RecipeError on any problem."""
     plan = Plan.of(target, overrides)
-    data, origins = _merge(plan.layers)
+    data, merged = _merge(plan.layers)
+    files = tuple((layer.file, *kind) for layer, kind in zip(plan.layers, plan.kinds))
+    origins = Origins(merged, partial(_ranks, files))  # ranked only when a problem spans layers
     meta = data.setdefault("recipe", {})
     if isinstance(meta, dict):  # anything else is the schema's to report
         meta.setdefault("name", plan.name)
@@ -98,6 +101,7 @@ class Plan:
             # figures measured on the recipe as written do not describe an overridden one
             self.layers = [_strip(layer, own=True, drop=("results",)) for layer in self.layers]
         self.layers.append(_override_layer(self.overrides))
+        self.kinds.append((None, True))  # what the user typed is theirs
         return self
 
     def __init__(self, ov: Overrides):
@@ -105,6 +109,8 @@ class Plan:
         self.swaps = ov.swaps
         self.name = ""
         self.layers: list[Loaded] = []
+        # per layer: its file (None: generated, or the command line) and whether it is the target's own
+        self.kinds: list[tuple[Path | None, bool]] = []
         self.inputs: list[Path] = []
         self.stack: list[Path] = []
         self.tuned = False
@@ -152,6 +158,7 @@ class Plan:
     def add_generated(self, segment: str, own: bool) -> None:
         """A hardware part generated from its name: the catalog is the file it comes from."""
         self.layers.append(_strip(hardware.part(segment), own))
+        self.kinds.append((None, own))
         table = sources.find(Name(catalog.CATALOG))
         if table is not None and table.resolve() not in self.inputs:
             self.inputs.append(table.resolve())
@@ -190,6 +197,39 @@ class Plan:
         self.stack.pop()
         self.inputs.append(path)
         self.layers.append(_strip(doc, own))
+        self.kinds.append((path, own))
+
+
+def _ranks(layers: tuple[tuple[str, Path | None, bool], ...]) -> dict[str, tuple[int, int]]:
+    """Each layer's file (as origins name it) -> its rank (registry.doc.Origins): the user's own
+    layers by merge order, the others by what they are in their source."""
+    known = tuple(sources.all_sources())
+    ranks = {}
+    for i, (file, path, own) in enumerate(layers):
+        standing = USER_LAYER if own else _standing(path, known)
+        ranks[file] = (standing, i if standing == USER_LAYER else 0)
+    return ranks
+
+
+@lru_cache(maxsize=512)
+def _standing(path: Path | None, known: tuple) -> int:
+    """What a layer that is not the target is: the user's (a file outside the bundled recipes and
+    every git source: beside the target, or in a folder of theirs added as a source), else the
+    base, a part (a generated hardware part has no file) or a tuned overlay or recipe. `path` is
+    resolved (Plan.add); cached per set of sources, as it is asked at every validation that
+    reports a problem over several layers."""
+    if path is None:
+        return PART_LAYER
+    inside = [(s, path.relative_to(s.root.resolve())) for s in known if path.is_relative_to(s.root.resolve())]
+    if not inside:
+        return USER_LAYER
+    source, rel = max(inside, key=lambda found: len(found[0].root.resolve().parts))  # the innermost, as root_of
+    if source.kind not in ("bundled", "git"):
+        return USER_LAYER
+    parts = rel.with_suffix("").parts
+    if parts == (sources.BASE,):
+        return BASE_LAYER
+    return PART_LAYER if len(parts) == 2 and parts[0] in AXES else RECIPE_LAYER
 
 
 def _strip(doc: Loaded, own: bool, drop: tuple = ()) -> Loaded:

@@ -8,7 +8,7 @@ import re
 
 from jsonschema.exceptions import ValidationError, best_match
 
-from registry.doc import MISSING, PLACEHOLDER, join, lookup, origin_of
+from registry.doc import MISSING, PLACEHOLDER, join, lookup, origin_of, rank
 from registry.errors import Problem, printable
 from registry.load import CONTROL_HINT
 
@@ -90,23 +90,35 @@ def _invariant(error: ValidationError, doc: dict, origins: dict) -> Problem:
     rule = error.validator_value
     path = tuple(error.path)
     related = tuple((p, origins.get(_tuple(p))) for p in rule.get("related") or ())
+    origin, related = locate(path, related, origins)
     return Problem(
         rule["severity"],  # required by the rule meta-schema
         rule["id"],
         join(path),
         _fill(rule["message"], doc),
-        origin_of(origins, path) or _fallback_origin(rule, origins),
+        origin,
         _fill(rule["hint"], doc) if rule.get("hint") else None,
         related,
         rule.get("source"),
     )
 
 
-def _fallback_origin(rule: dict, origins: dict) -> str | None:
-    for p in rule.get("related") or ():
-        if origins.get(_tuple(p)):
-            return origins[_tuple(p)]
-    return None
+def locate(path: tuple, related: tuple, origins: dict) -> tuple[str | None, tuple]:
+    """Where a problem over several values is reported: the place the user can change. Of the
+    origins of its path and its related paths, the one in the user's own layer (the file
+    validated, a file of theirs it extends, the command line; the outermost of those), else in the
+    most specific layer (a tuned overlay or recipe, then a part, then the base); a tie keeps the
+    rule's order, its own path first (registry.doc.Origins.rank). When that is a related path's
+    origin, the path itself joins `related` first, so every place stays in the message. An unset
+    path is reported at the section that holds it, as any problem is."""
+    origin = origin_of(origins, path)
+    candidates = [o for o in (origin, *(o for _, o in related)) if o]
+    if len(set(candidates)) < 2:
+        return (candidates[0] if candidates else None), related
+    best = max(candidates, key=lambda o: rank(origins, o))  # max keeps the first of equals
+    if origin is None or best == origin:
+        return best, related
+    return best, ((join(path), origins.get(path)), *related)  # None: "is not set"
 
 
 def _fill(template: str, doc: dict) -> str:
