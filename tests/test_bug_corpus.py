@@ -115,3 +115,17 @@ def test_the_mistake_is_caught(case_id):
     assert errors, f"not caught: {case['what']}"
     if case.get("rule"):
         assert any(f"[{case['rule']}]" in e for e in errors), (case["rule"], errors)
+
+
+def test_every_rule_added_for_the_corpus_has_its_case():
+    """The rules written for what the corpus found each name a case that they catch."""
+    named = {c.get("rule") for c in CASES.values()}
+    added = {
+        "fsdp-ram-efficient-sync",
+        "fsdp1-orig-params-compile",
+        "fsdp-sharded-consolidated",
+        "fsdp-hybrid-one-node",
+        "lerobot-act-temporal-ensemble",
+        "lerobot-diffusion-horizon",
+    }
+    assert added <= named, added - named
