@@ -29,7 +29,7 @@ from jsonschema.exceptions import ValidationError, best_match
 from registry import view
 from registry.doc import MISSING, lookup, split
 from registry.load import control_problem
-from registry.validate import checks
+from registry.validate import checks, memo
 
 _OPS = {
     "==": operator.eq,
@@ -68,13 +68,27 @@ def x_compare(validator, spec, instance, schema):
 
 def x_invariants(validator, rules, instance, schema):
     for rule in rules:
-        if "compute" in rule or not applies(validator, rule, instance):
+        if "compute" in rule:
             continue  # computed rules run in `computed`, once the types are known to hold
-        errors = list(validator.descend(instance, rule["require"]))
-        if errors:
-            at = rule.get("at")
-            path = split(at) if at else tuple(best_match(errors).absolute_path)
+        path = memo.outcome(
+            ("violated", memo.keep(rule), memo.keep(validator.__class__)),
+            (*([rule["when"]] if "when" in rule else []), rule["require"]),
+            instance,
+            lambda rule=rule: _violated(validator, rule, instance),
+        )
+        if path is not None:
             yield _error(rule, path, instance)
+
+
+def _violated(validator, rule: dict, instance) -> tuple | None:
+    """Where a rule that applies fails (None: it does not apply, or it holds)."""
+    if not applies(validator, rule, instance):
+        return None
+    errors = list(validator.descend(instance, rule["require"]))
+    if not errors:
+        return None
+    at = rule.get("at")
+    return split(at) if at else tuple(best_match(errors).absolute_path)
 
 
 def pattern(validator, spec, instance, schema):
@@ -112,7 +126,14 @@ def type_(validator, types, instance, schema):
             yield ValidationError(why, validator="control-char")
 
 
-KEYWORDS = {"x-where": x_where, "x-compare": x_compare, "x-invariants": x_invariants, "pattern": pattern, "type": type_}
+KEYWORDS = {
+    "x-where": x_where,
+    "x-compare": x_compare,
+    "x-invariants": x_invariants,
+    "pattern": pattern,
+    "type": type_,
+    "properties": memo.properties,
+}
 
 
 def whole_number(checker, instance) -> bool:
@@ -138,7 +159,14 @@ def computed(validator, rules: list[dict], doc: dict):
 
 
 def applies(validator, rule: dict, instance) -> bool:
-    return "when" not in rule or validator.evolve(schema=rule["when"]).is_valid(instance)
+    if "when" not in rule:
+        return True
+    return memo.outcome(
+        ("applies", memo.keep(validator.__class__)),
+        (rule["when"],),
+        instance,
+        lambda: validator.evolve(schema=rule["when"]).is_valid(instance),
+    )
 
 
 def _error(rule: dict, path: tuple, instance) -> ValidationError:

@@ -1,0 +1,135 @@
+"""Validation shared between documents that hold the same values: `recipe validate` over many
+files that extend the same cells checks each distinct section once, and each rule once per
+distinct set of the values it reads.
+
+Two memos, both for this process only and keyed by the values themselves (their repr: exact for
+what YAML and overrides produce, 1, 1.0, True and "1" all differ):
+- a subschema under `properties` that accepted a mapping or list accepts it again (a section,
+  train.optimizer, ...); one that rejected it is checked again, so every error is a fresh one;
+- a rule whose `when` and `require` read only dotted paths (x-where, x-compare and their
+  combinations) has the same outcome for the same values at those paths. A rule that reads
+  anything else (a `$ref`, a keyword on the whole document) is never memoised.
+"""
+
+from __future__ import annotations
+
+from registry.doc import MISSING, lookup, split
+
+_ACCEPTED: set[tuple] = set()  # (id(subschema), repr(value)) that the subschema accepted
+_COMBINATORS = ("allOf", "anyOf", "oneOf")
+_NESTED = ("not", "if", "then", "else")
+_NOTES = ("description", "$comment", "title")
+_READS: dict[int, tuple[object, frozenset | None]] = {}  # id(schema) -> (schema kept alive, its paths)
+_OUTCOMES: dict[tuple, object] = {}
+
+
+def properties(validator, properties, instance, schema):
+    """`properties`, as jsonschema checks it, except that a mapping or list value a subschema
+    accepted before is accepted again without descending (a subschema is always read in the scope
+    of the schema file that holds it, so its verdict is the value's alone)."""
+    if not validator.is_type(instance, "object"):
+        return
+    for prop, subschema in properties.items():
+        if prop not in instance:
+            continue
+        value = instance[prop]
+        if not isinstance(value, (dict, list)):
+            yield from validator.descend(value, subschema, path=prop, schema_path=prop)
+            continue
+        key = (keep(subschema), repr(value))
+        if key in _ACCEPTED:
+            continue
+        errors = list(validator.descend(value, subschema, path=prop, schema_path=prop))
+        if not errors:
+            _ACCEPTED.add(key)
+        yield from errors
+
+
+def reads(schema) -> frozenset | None:
+    """The dotted paths a rule's subschema reads of the document, or None: it may read any of it."""
+    entry = _READS.get(id(schema))
+    if entry is None or entry[0] is not schema:
+        entry = (schema, _paths(schema))
+        _READS[id(schema)] = entry
+    return entry[1]
+
+
+def _paths(schema) -> frozenset | None:
+    if isinstance(schema, bool):
+        return frozenset()
+    if not isinstance(schema, dict):
+        return None
+    found: set[str] = set()
+    for key, value in schema.items():
+        if key == "x-where" and isinstance(value, dict):
+            if _refers(value):
+                return None  # a $ref resolves against the scope it is read in: not memoised
+            found.update(value)
+        elif key == "x-compare" and isinstance(value, dict):
+            for side in ("left", "right"):
+                found.update(_operand_paths(value.get(side)))
+        elif key in _COMBINATORS and isinstance(value, list):
+            for sub in value:
+                inner = _paths(sub)
+                if inner is None:
+                    return None
+                found.update(inner)
+        elif key in _NESTED:
+            inner = _paths(value)
+            if inner is None:
+                return None
+            found.update(inner)
+        elif key not in _NOTES:
+            return None
+    return frozenset(found)
+
+
+def _refers(node) -> bool:
+    if isinstance(node, dict):
+        return any(k in ("$ref", "$dynamicRef") or _refers(v) for k, v in node.items())
+    return isinstance(node, list) and any(_refers(v) for v in node)
+
+
+def _operand_paths(spec) -> list[str]:
+    if isinstance(spec, str):
+        return [spec]
+    if isinstance(spec, dict):
+        out = [spec["path"]] if isinstance(spec.get("path"), str) else []
+        out += _operand_paths(spec.get("default"))
+        for factor in spec.get("product", []) if isinstance(spec.get("product"), list) else []:
+            out += _operand_paths(factor)
+        return out
+    return []
+
+
+_PLANS: dict[tuple, tuple | None] = {}  # (kind, ids of schemas) -> the paths they read, split
+
+
+def outcome(kind, schemas: tuple, instance, decide):
+    """`decide()`, memoised on the values that `schemas` read of `instance` (kind: what is
+    decided, and by what; the schemas are kept alive by their caller, the rule documents)."""
+    plan_key = (kind, *map(id, schemas))
+    if plan_key in _PLANS:
+        plan = _PLANS[plan_key]
+    else:
+        found = [reads(schema) for schema in schemas]
+        plan = None if None in found else tuple(split(p) for p in sorted(set().union(*found)))
+        _PLANS[plan_key] = plan
+    if plan is None:
+        return decide()
+    key = (plan_key, *(_MISSING if (v := lookup(instance, p)) is MISSING else repr(v) for p in plan))
+    if key not in _OUTCOMES:
+        _OUTCOMES[key] = decide()
+    return _OUTCOMES[key]
+
+
+_MISSING = "<missing>"  # no repr of a value reads so
+
+
+_KEPT: dict[int, object] = {}
+
+
+def keep(thing) -> int:
+    """id(thing), the thing kept alive so that its id names it for the life of the process."""
+    _KEPT.setdefault(id(thing), thing)
+    return id(thing)
