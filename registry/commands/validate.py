@@ -161,10 +161,18 @@ def _targets(targets: list[str], overrides: list[str], hook: bool = False):
     against its schema, a tuned overlay composed as its cell, a published version verified; a
     tree that is not a source yet is searched first, so its own parts compose its recipes.
     `hook`: a file that is no recipe file of a source tree is skipped."""
+    from registry.sharing import sources
+
+    layouts: dict[Path, Path | None] = {}  # folder -> the source laid out at its root above it
+    trees = {t: _tree_of(t, layouts) for t in targets}
+    _search_first([tree for tree in trees.values() if tree is not None])
+    with sources.pinned():  # one state of the sources for the whole command, read once
+        yield from _each(targets, trees, overrides, hook)
+
+
+def _each(targets: list[str], trees: dict, overrides: list[str], hook: bool):
     from registry.validate.report import validate_target
 
-    trees = {t: _tree_of(t) for t in targets}
-    _search_first([tree for tree in trees.values() if tree is not None])
     for target in targets:
         tree = trees[target]
         skipped = _not_a_recipe(target, tree) if hook and Path(target).is_file() else None
@@ -219,7 +227,7 @@ def _rule_file(target: str):
     return Report(target)
 
 
-def _tree_of(target: str) -> _Tree | None:
+def _tree_of(target: str, layouts: dict | None = None) -> _Tree | None:
     from registry.names import looks_like_file
     from registry.sharing import sources
 
@@ -235,24 +243,28 @@ def _tree_of(target: str) -> _Tree | None:
     folder = next((p for p in path.parents if p.name == "recipes"), None)
     if folder is not None:
         return _Tree(folder, None, path.relative_to(folder).with_suffix("").as_posix())
-    folder = _root_layout(path)
+    folder = _root_layout(path, {} if layouts is None else layouts)
     if folder is None:
         return None
     return _Tree(folder, None, path.relative_to(folder).with_suffix("").as_posix(), at_root=True)
 
 
-def _root_layout(path: Path) -> Path | None:
+def _root_layout(path: Path, seen: dict) -> Path | None:
     """The nearest folder above a file that is a source laid out at its root, as a team's
     repository may be: no recipes/ folder (a folder with one is that folder's source, which the
-    file is not in), and one of ROOT_MARKERS. Looked for up to the repository's top (.git)."""
-    for folder in path.parents:
+    file is not in), and one of ROOT_MARKERS. Looked for up to the repository's top (.git).
+    `seen`: each folder's answer, for the files of one command (many share their folders)."""
+    folder = path.parent
+    if folder not in seen:
         if (folder / "recipes").is_dir():
-            return None
-        if any((folder / marker).exists() for marker in ROOT_MARKERS):
-            return folder
-        if (folder / ".git").exists():
-            return None
-    return None
+            seen[folder] = None
+        elif any((folder / marker).exists() for marker in ROOT_MARKERS):
+            seen[folder] = folder
+        elif (folder / ".git").exists() or folder.parent == folder:
+            seen[folder] = None
+        else:
+            seen[folder] = _root_layout(folder, seen)
+    return seen[folder]
 
 
 def _search_first(trees: list[_Tree]) -> None:
