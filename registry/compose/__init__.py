@@ -19,7 +19,7 @@ from registry.compose.overrides import Overrides
 from registry.compose.overrides import parse as parse_overrides
 from registry.doc import exists, leaves, merge
 from registry.errors import RecipeError
-from registry.load import Loaded, display_path, load_cached
+from registry.load import Loaded, display_path, load_resolved
 from registry.names import AXES, Name
 from registry.sharing import sources, versions
 
@@ -64,7 +64,7 @@ def _section_order(key: str):
 
 
 def _own_name(path: Path) -> str | None:
-    meta = load_cached(path.resolve()).data.get("recipe")
+    meta = load_resolved(path.resolve()).data.get("recipe")
     return meta.get("name") if isinstance(meta, dict) else None
 
 
@@ -163,7 +163,7 @@ class Plan:
             raise RecipeError.at(_short(path), "extends-cycle", f"cyclic extends: {chain}")
         if path in self.inputs:
             return
-        doc = load_cached(path)
+        doc = load_resolved(path)
         extends = doc.data.get("extends", [])
         if not isinstance(extends, list) or not all(isinstance(e, str) for e in extends):
             where = doc.origins.get(("extends",), doc.file)
