@@ -67,17 +67,31 @@ def x_compare(validator, spec, instance, schema):
 
 
 def x_invariants(validator, rules, instance, schema):
-    for rule in rules:
-        if "compute" in rule:
-            continue  # computed rules run in `computed`, once the types are known to hold
-        path = memo.outcome(
-            ("violated", memo.keep(rule), memo.keep(validator.__class__)),
-            (*([rule["when"]] if "when" in rule else []), rule["require"]),
-            instance,
-            lambda rule=rule: _violated(validator, rule, instance),
-        )
+    seen: dict = {}  # the values of this instance the rules read, each looked up once
+    for rule, kind, schemas in _declared(rules, validator.__class__):
+        path = memo.outcome(kind, schemas, instance, lambda rule=rule: _violated(validator, rule, instance), seen)
         if path is not None:
             yield _error(rule, path, instance)
+
+
+_DECLARED: dict[tuple, list] = {}
+
+
+def _declared(rules: list, cls) -> list:
+    """The rules a schema decides itself (computed rules run in `computed`, once the types are
+    known to hold), each with what memo.outcome needs, worked out once per rule list."""
+    key = (memo.keep(rules), memo.keep(cls))
+    if key not in _DECLARED:
+        _DECLARED[key] = [
+            (
+                rule,
+                ("violated", memo.keep(rule), id(cls)),
+                (*([rule["when"]] if "when" in rule else []), rule["require"]),
+            )
+            for rule in rules
+            if "compute" not in rule
+        ]
+    return _DECLARED[key]
 
 
 def _violated(validator, rule: dict, instance) -> tuple | None:
@@ -133,6 +147,7 @@ KEYWORDS = {
     "pattern": pattern,
     "type": type_,
     "properties": memo.properties,
+    "$ref": memo.ref,
 }
 
 

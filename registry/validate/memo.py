@@ -13,7 +13,13 @@ what YAML and overrides produce, 1, 1.0, True and "1" all differ):
 
 from __future__ import annotations
 
+from functools import cache
+
+from jsonschema import Draft202012Validator
+
 from registry.doc import MISSING, lookup, split
+
+_REF = Draft202012Validator.VALIDATORS["$ref"]
 
 _ACCEPTED: set[tuple] = set()  # (id(subschema), repr(value)) that the subschema accepted
 _COMBINATORS = ("allOf", "anyOf", "oneOf")
@@ -43,6 +49,40 @@ def properties(validator, properties, instance, schema):
         if not errors:
             _ACCEPTED.add(key)
         yield from errors
+
+
+_RESOLVED: dict[tuple, object] = {}  # (registry, base URI, $ref) -> what it resolved to
+
+
+def ref(validator, ref, instance, schema):
+    """`$ref`, as jsonschema checks it, with each reference resolved once per registry and base
+    URI (resolving one parses URLs and walks its JSON pointer: a third of a validation). What
+    resolving also carries, the dynamic scope, only $dynamicRef reads: the bundled schemas hold
+    none (`static`), else every reference is resolved as jsonschema resolves it."""
+    resolver = getattr(validator, "_resolver", None)
+    if getattr(validator, "_ref_resolver", None) is not None or resolver is None or not static():
+        yield from _REF(validator, ref, instance, schema)
+        return
+    key = (keep(resolver._registry), resolver._base_uri, ref)
+    resolved = _RESOLVED.get(key)
+    if resolved is None:
+        try:
+            resolved = _RESOLVED[key] = resolver.lookup(ref)
+        except Exception:  # unresolvable: jsonschema raises it as it does
+            yield from _REF(validator, ref, instance, schema)
+            return
+    yield from validator.descend(instance, resolved.contents, resolver=resolved.resolver)
+
+
+@cache
+def static() -> bool:
+    """Whether no bundled schema reads the dynamic scope ($dynamicRef, $recursiveRef)."""
+    import json
+
+    from registry.validate.schemas import documents
+
+    text = json.dumps(documents())
+    return "$dynamicRef" not in text and "$recursiveRef" not in text
 
 
 def reads(schema) -> frozenset | None:
@@ -105,9 +145,10 @@ def _operand_paths(spec) -> list[str]:
 _PLANS: dict[tuple, tuple | None] = {}  # (kind, ids of schemas) -> the paths they read, split
 
 
-def outcome(kind, schemas: tuple, instance, decide):
+def outcome(kind, schemas: tuple, instance, decide, seen: dict | None = None):
     """`decide()`, memoised on the values that `schemas` read of `instance` (kind: what is
-    decided, and by what; the schemas are kept alive by their caller, the rule documents)."""
+    decided, and by what; the schemas are kept alive by their caller, the rule documents).
+    `seen`: the values already read of this instance, path -> repr, for one caller's rules."""
     plan_key = (kind, *map(id, schemas))
     if plan_key in _PLANS:
         plan = _PLANS[plan_key]
@@ -117,7 +158,15 @@ def outcome(kind, schemas: tuple, instance, decide):
         _PLANS[plan_key] = plan
     if plan is None:
         return decide()
-    key = (plan_key, *(_MISSING if (v := lookup(instance, p)) is MISSING else repr(v) for p in plan))
+    if seen is None:
+        seen = {}
+    values = []
+    for path in plan:
+        if path not in seen:
+            value = lookup(instance, path)
+            seen[path] = _MISSING if value is MISSING else repr(value)
+        values.append(seen[path])
+    key = (plan_key, *values)
     if key not in _OUTCOMES:
         _OUTCOMES[key] = decide()
     return _OUTCOMES[key]
