@@ -166,24 +166,48 @@ def _targets(targets: list[str], overrides: list[str], hook: bool = False):
     layouts: dict[Path, Path | None] = {}  # folder -> the source laid out at its root above it
     trees = {t: _tree_of(t, layouts) for t in targets}
     _search_first([tree for tree in trees.values() if tree is not None])
+    jobs = [(target, trees[target], overrides, hook) for target in targets]
     with sources.pinned():  # one state of the sources for the whole command, read once
-        yield from _each(targets, trees, overrides, hook)
+        workers = _workers(len(jobs))
+        if workers < 2:
+            for job in jobs:
+                yield from _each(job)
+            return
+        import multiprocessing
+
+        # forked after the imports and the sources are read; reports come back in order
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            for reports in pool.imap(_each, jobs, chunksize=max(1, len(jobs) // (workers * 8))):
+                yield from reports
 
 
-def _each(targets: list[str], trees: dict, overrides: list[str], hook: bool):
+# Below this many targets a validate call runs in one process: forking costs more than it saves.
+PARALLEL_FROM = 200
+
+
+def _workers(targets: int) -> int:
+    """How many processes validate the targets: one per processor this process may run on (at
+    most 8), for a call with PARALLEL_FROM targets or more where fork exists."""
+    import os
+
+    if targets < PARALLEL_FROM or not hasattr(os, "fork") or not hasattr(os, "sched_getaffinity"):
+        return 1
+    return min(8, len(os.sched_getaffinity(0)))
+
+
+def _each(job: tuple) -> list:
+    """The reports of one target (a published index has several)."""
     from registry.validate.report import validate_target
 
-    for target in targets:
-        tree = trees[target]
-        skipped = _not_a_recipe(target, tree) if hook and Path(target).is_file() else None
-        if _is_rule_file(target):
-            yield _rule_file(target)
-        elif skipped:
-            yield _Skipped(target, skipped)
-        elif tree is None or not _named(target, tree):  # checked as a file on its own
-            yield validate_target(target, overrides)
-        else:
-            yield from _in_tree(target, tree, overrides)
+    target, tree, overrides, hook = job
+    skipped = _not_a_recipe(target, tree) if hook and Path(target).is_file() else None
+    if _is_rule_file(target):
+        return [_rule_file(target)]
+    if skipped:
+        return [_Skipped(target, skipped)]
+    if tree is None or not _named(target, tree):  # checked as a file on its own
+        return [validate_target(target, overrides)]
+    return _in_tree(target, tree, overrides)
 
 
 def _not_a_recipe(target: str, tree: _Tree | None) -> str | None:
