@@ -21,6 +21,7 @@ from registry.doc import MISSING, lookup, split
 
 _REF = Draft202012Validator.VALIDATORS["$ref"]
 
+LIMIT = 100_000  # entries each memo holds at most
 _ACCEPTED: set[tuple] = set()  # (id(subschema), repr(value)) that the subschema accepted
 _COMBINATORS = ("allOf", "anyOf", "oneOf")
 _NESTED = ("not", "if", "then", "else")
@@ -47,6 +48,8 @@ def properties(validator, properties, instance, schema):
             continue
         errors = list(validator.descend(value, subschema, path=prop, schema_path=prop))
         if not errors:
+            if len(_ACCEPTED) >= LIMIT:  # a long-lived process (recipe tune) starts afresh
+                _ACCEPTED.clear()
             _ACCEPTED.add(key)
         yield from errors
 
@@ -168,6 +171,8 @@ def outcome(kind, schemas: tuple, instance, decide, seen: dict | None = None):
         values.append(seen[path])
     key = (plan_key, *values)
     if key not in _OUTCOMES:
+        if len(_OUTCOMES) >= LIMIT:
+            _OUTCOMES.clear()
         _OUTCOMES[key] = decide()
     return _OUTCOMES[key]
 
