@@ -69,7 +69,14 @@ def x_compare(validator, spec, instance, schema):
 def x_invariants(validator, rules, instance, schema):
     seen: dict = {}  # the values of this instance the rules read, each looked up once
     for rule, kind, schemas in _declared(rules, validator.__class__):
-        path = memo.outcome(kind, schemas, instance, lambda rule=rule: _violated(validator, rule, instance), seen)
+        path = memo.outcome(
+            kind,
+            schemas,
+            instance,
+            lambda rule=rule: _violated(validator, rule, instance),
+            seen,
+            getattr(validator, "_resolver", None),
+        )
         if path is not None:
             yield _error(rule, path, instance)
 
@@ -181,6 +188,7 @@ def applies(validator, rule: dict, instance) -> bool:
         (rule["when"],),
         instance,
         lambda: validator.evolve(schema=rule["when"]).is_valid(instance),
+        resolver=getattr(validator, "_resolver", None),
     )
 
 

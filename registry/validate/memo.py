@@ -13,8 +13,6 @@ what YAML and overrides produce, 1, 1.0, True and "1" all differ):
 
 from __future__ import annotations
 
-from functools import cache
-
 from jsonschema import Draft202012Validator
 
 from registry.doc import MISSING, lookup, split
@@ -63,41 +61,57 @@ def ref(validator, ref, instance, schema):
     resolving also carries, the dynamic scope, only $dynamicRef reads: the bundled schemas hold
     none (`static`), else every reference is resolved as jsonschema resolves it."""
     resolver = getattr(validator, "_resolver", None)
-    if getattr(validator, "_ref_resolver", None) is not None or resolver is None or not static():
+    if getattr(validator, "_ref_resolver", None) is not None or resolver is None or not static(resolver._registry):
         yield from _REF(validator, ref, instance, schema)
         return
     key = (keep(resolver._registry), resolver._base_uri, ref)
     resolved = _RESOLVED.get(key)
     if resolved is None:
         try:
-            resolved = _RESOLVED[key] = resolver.lookup(ref)
+            resolved = resolver.lookup(ref)
         except Exception:  # unresolvable: jsonschema raises it as it does
             yield from _REF(validator, ref, instance, schema)
             return
+        if resolved.resolver._base_uri.startswith(META):
+            yield from _REF(validator, ref, instance, schema)
+            return
+        _RESOLVED[key] = resolved
     yield from validator.descend(instance, resolved.contents, resolver=resolved.resolver)
 
 
-@cache
-def static() -> bool:
-    """Whether no bundled schema reads the dynamic scope ($dynamicRef, $recursiveRef)."""
-    import json
-
-    from registry.validate.schemas import documents
-
-    text = json.dumps(documents())
-    return "$dynamicRef" not in text and "$recursiveRef" not in text
+_STATIC: dict[int, bool] = {}
 
 
-def reads(schema) -> frozenset | None:
-    """The dotted paths a rule's subschema reads of the document, or None: it may read any of it."""
+def static(registry) -> bool:
+    """Whether no schema of a registry but the meta-schemas reads or anchors the dynamic scope
+    ($dynamicRef, $recursiveRef and their anchors)."""
+    key = keep(registry)
+    if key not in _STATIC:
+        import json
+
+        ours = [registry[uri].contents for uri in registry if not uri.startswith(META)]
+        text = json.dumps(ours, default=str)
+        _STATIC[key] = not any(word in text for word in ("$dynamic", "$recursive"))
+    return _STATIC[key]
+
+
+# jsonschema's own meta-schemas, in every registry: they use $dynamicRef, so a reference into
+# one is resolved afresh each time (this project's schemas never make one)
+META = "https://json-schema.org/"
+
+
+def reads(schema, resolver=None) -> frozenset | None:
+    """The dotted paths a rule's subschema reads of the document, or None: it may read any of it.
+    `resolver`: where the rule is read, to follow a `$ref` to another schema file (a rule is
+    always read in the same place, so its paths are worked out once)."""
     entry = _READS.get(id(schema))
     if entry is None or entry[0] is not schema:
-        entry = (schema, _paths(schema))
+        entry = (schema, _paths(schema, resolver, 0))
         _READS[id(schema)] = entry
     return entry[1]
 
 
-def _paths(schema) -> frozenset | None:
+def _paths(schema, resolver, depth: int) -> frozenset | None:
     if isinstance(schema, bool):
         return frozenset()
     if not isinstance(schema, dict):
@@ -113,18 +127,38 @@ def _paths(schema) -> frozenset | None:
                 found.update(_operand_paths(value.get(side)))
         elif key in _COMBINATORS and isinstance(value, list):
             for sub in value:
-                inner = _paths(sub)
+                inner = _paths(sub, resolver, depth)
                 if inner is None:
                     return None
                 found.update(inner)
         elif key in _NESTED:
-            inner = _paths(value)
+            inner = _paths(value, resolver, depth)
+            if inner is None:
+                return None
+            found.update(inner)
+        elif key == "$ref" and isinstance(value, str):
+            inner = _referred(value, resolver, depth)
             if inner is None:
                 return None
             found.update(inner)
         elif key not in _NOTES:
             return None
     return frozenset(found)
+
+
+def _referred(ref: str, resolver, depth: int) -> frozenset | None:
+    """What a `$ref` in a rule reads: a schema file's definition (`backend.schema.json#/$defs/
+    sharding`), followed where the rule is read; a reference relative to an unknown scope, or
+    into a meta-schema, may read anything."""
+    if resolver is None or depth >= 8 or (ref.startswith("#") and depth == 0):
+        return None
+    try:
+        resolved = resolver.lookup(ref)
+    except Exception:
+        return None
+    if resolved.resolver._base_uri.startswith(META):
+        return None
+    return _paths(resolved.contents, resolved.resolver, depth + 1)
 
 
 def _refers(node) -> bool:
@@ -148,15 +182,16 @@ def _operand_paths(spec) -> list[str]:
 _PLANS: dict[tuple, tuple | None] = {}  # (kind, ids of schemas) -> the paths they read, split
 
 
-def outcome(kind, schemas: tuple, instance, decide, seen: dict | None = None):
+def outcome(kind, schemas: tuple, instance, decide, seen: dict | None = None, resolver=None):
     """`decide()`, memoised on the values that `schemas` read of `instance` (kind: what is
     decided, and by what; the schemas are kept alive by their caller, the rule documents).
-    `seen`: the values already read of this instance, path -> repr, for one caller's rules."""
+    `seen`: the values already read of this instance, path -> repr, for one caller's rules;
+    `resolver`: where the schemas are read (reads)."""
     plan_key = (kind, *map(id, schemas))
     if plan_key in _PLANS:
         plan = _PLANS[plan_key]
     else:
-        found = [reads(schema) for schema in schemas]
+        found = [reads(schema, resolver) for schema in schemas]
         plan = None if None in found else tuple(split(p) for p in sorted(set().union(*found)))
         _PLANS[plan_key] = plan
     if plan is None:
