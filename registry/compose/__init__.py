@@ -82,7 +82,7 @@ class Plan:
             plan.add(version.file, own=True)
             plan.name = version.name
             return plan._finish()
-        plan.add(sources.find(Name((sources.BASE,))), own=False)
+        plan.add(sources.find(Name((sources.BASE,))), own=False, resolved=True)
         if names.looks_like_file(target):
             path = Path(target)
             if not path.is_file():
@@ -130,7 +130,7 @@ class Plan:
                 self.add_part(axis, seg)  # parts from any source
             overlay = sources.find(name)
             if overlay:
-                self.add(overlay, own=own and not self.swaps)
+                self.add(overlay, own=own and not self.swaps, resolved=True)
                 self.tuned = self.tuned or own
             return "/".join(cell)
         path = sources.find(name)
@@ -139,7 +139,7 @@ class Plan:
             return name.path
         if path is None:
             raise _at(where, _unknown_name(name), "unknown-name")
-        self.add(path, own=own)
+        self.add(path, own=own, resolved=True)
         return name.path  # `team:exp/foo` is the recipe exp/foo from team; the qualifier is not its name
 
     def add_part(self, axis: str, segment: str) -> None:
@@ -147,7 +147,7 @@ class Plan:
         if path is None:  # only hardware parts are generated; hardware.exists said this one is
             self.add_generated(segment, own=False)
         else:
-            self.add(path, own=False)
+            self.add(path, own=False, resolved=True)
 
     def add_generated(self, segment: str, own: bool) -> None:
         """A hardware part generated from its name: the catalog is the file it comes from."""
@@ -156,8 +156,11 @@ class Plan:
         if table is not None and table.resolve() not in self.inputs:
             self.inputs.append(table.resolve())
 
-    def add(self, path: Path, own: bool) -> None:
-        path = path.resolve()
+    def add(self, path: Path, own: bool, resolved: bool = False) -> None:
+        """Add a file and what it extends. `resolved`: a path sources.find gave, symlinks
+        already followed (a process sees one state of its sources)."""
+        if not resolved or path is None:
+            path = path.resolve()
         if path in self.stack:
             chain = " -> ".join(_short(p) for p in self.stack[self.stack.index(path) :] + [path])
             raise RecipeError.at(_short(path), "extends-cycle", f"cyclic extends: {chain}")
