@@ -47,7 +47,7 @@ def main() -> None:
         }
         times: dict[str, list[float]] = {k: [] for k in commands}
         codes: dict[str, set] = {k: set() for k in commands}
-        for k, argv in commands.items():  # one warm-up each: the page cache, __pycache__
+        for argv in commands.values():  # one warm-up each: the page cache, __pycache__
             timed(argv)
         for _ in range(args.runs):
             for k, argv in commands.items():
