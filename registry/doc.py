@@ -6,12 +6,14 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 
 MISSING = object()
 # `{dotted.path}` in a rule's message or hint and in a command trainer's argument templates
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][\w.]*)\}")
 
 
+@lru_cache(maxsize=4096)
 def split(dotted: str) -> tuple:
     return tuple(int(s) if s.isdigit() else s for s in dotted.split("."))
 
@@ -24,7 +26,11 @@ def lookup(doc, path):
     """The value at a dotted path or a path tuple, or MISSING."""
     node = doc
     for key in split(path) if isinstance(path, str) else path:
-        if (isinstance(node, Mapping) and key in node) or (
+        if type(node) is dict:  # the common case, without an ABC check
+            if key not in node:
+                return MISSING
+            node = node[key]
+        elif (isinstance(node, Mapping) and key in node) or (
             isinstance(node, (list, tuple)) and isinstance(key, int) and 0 <= key < len(node)
         ):
             node = node[key]
@@ -83,8 +89,22 @@ def merge(base: dict, layer: dict) -> dict:
         if isinstance(value, dict):
             out[key] = merge(out[key] if isinstance(out.get(key), dict) else {}, value)
         else:
-            out[key] = copy.deepcopy(value)
+            out[key] = _copy(value)
     return out
+
+
+def _copy(value):
+    """copy.deepcopy for what documents hold (scalars, lists and mappings), without its memo."""
+    if type(value) in _ATOMS:
+        return value
+    if type(value) is list:
+        return [_copy(v) for v in value]
+    if type(value) is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    return copy.deepcopy(value)
+
+
+_ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
 def exists(data, path: tuple) -> bool:

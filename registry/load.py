@@ -95,8 +95,13 @@ def display_path(path: Path) -> str:
 def load_cached(path: Path) -> Loaded:
     """load_file, parsed once per process for as long as the file is unchanged (and the working
     directory, which its origins are shown relative to)."""
+    return load_resolved(Path(path).resolve())
+
+
+def load_resolved(path: Path) -> Loaded:
+    """load_cached for a path already resolved (symlinks followed), which it does not resolve again."""
     st = os.stat(path)
-    return _load_cached(Path(path).resolve(), (st.st_mtime_ns, st.st_size), os.getcwd())
+    return _load_cached(path, (st.st_mtime_ns, st.st_size), os.getcwd())
 
 
 @lru_cache(maxsize=1024)

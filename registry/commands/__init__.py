@@ -12,56 +12,52 @@ import argparse
 import sys
 
 from registry import __version__
-from registry.commands import (
-    bench,
-    catalog,
-    completion,
-    cp,
-    diff,
-    estimate,
-    history,
-    import_,
-    list_,
-    publish,
-    resolve,
-    run,
-    schema,
-    search,
-    show,
-    source,
-    tune,
-    validate,
-    verify,
-)
 from registry.errors import Exit, RecipeError
 from registry.names import is_override
 
-# In the order `recipe --help` shows them.
-VERBS = (
-    list_,
-    search,
-    show,
-    validate,
-    resolve,
-    run,
-    verify,
-    estimate,
-    bench,
-    tune,
-    source,
-    publish,
-    history,
-    diff,
-    cp,
-    import_,
-    schema,
-    catalog,
-    completion,
+# (verb, module) in the order `recipe --help` shows them. A verb's module is imported when the
+# parser needs it: `recipe validate NAME` builds (and imports) the validate verb alone.
+_VERB_MODULES = (
+    ("list", "list_"),
+    ("search", "search"),
+    ("show", "show"),
+    ("validate", "validate"),
+    ("resolve", "resolve"),
+    ("run", "run"),
+    ("verify", "verify"),
+    ("estimate", "estimate"),
+    ("bench", "bench"),
+    ("tune", "tune"),
+    ("source", "source"),
+    ("publish", "publish"),
+    ("history", "history"),
+    ("diff", "diff"),
+    ("cp", "cp"),
+    ("import", "import_"),
+    ("schema", "schema"),
+    ("catalog", "catalog"),
+    ("completion", "completion"),
 )
 
 
+def _verbs(only: str | None = None) -> tuple:
+    import importlib
+
+    return tuple(
+        importlib.import_module(f"registry.commands.{module}") for name, module in _VERB_MODULES if only in (None, name)
+    )
+
+
+def __getattr__(name: str):
+    if name == "VERBS":  # every verb module, in help order
+        return _verbs()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    first = (sys.argv[1:] if argv is None else argv)[:1]
+    # a known verb first: only its parser is built (help, usage and errors read the same)
+    parser = _parser(first[0] if first and first[0] in dict(_VERB_MODULES) else None)
     args, extra = parser.parse_known_args(argv)
     if args.verb is None and not extra:
         sys.stderr.write(_verb_list(parser))
@@ -106,7 +102,8 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: every verb, or only the one named."""
     p = _Parser(
         prog="recipe",
         description="Tuned, versioned, validated recipes for distributed training of robot-learning policies.",
@@ -114,15 +111,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"recipe {__version__}")
     sub = p.add_subparsers(dest="verb", metavar="VERB")  # no verb: main prints the verb list
-    for verb in VERBS:
+    for verb in _verbs(only):
         verb.register(sub)
     return p
 
 
 def _verb_list(parser: argparse.ArgumentParser) -> str:
     """What `recipe` alone prints: the usage and each verb with its one line of help."""
-    width = max(len(verb.NAME) for verb in VERBS)
-    lines = [f"  {verb.NAME.ljust(width)}  {verb.HELP}" for verb in VERBS]
+    verbs = _verbs()
+    width = max(len(verb.NAME) for verb in verbs)
+    lines = [f"  {verb.NAME.ljust(width)}  {verb.HELP}" for verb in verbs]
     return (
         parser.format_usage()
         + "\nverbs:\n"

@@ -161,21 +161,53 @@ def _targets(targets: list[str], overrides: list[str], hook: bool = False):
     against its schema, a tuned overlay composed as its cell, a published version verified; a
     tree that is not a source yet is searched first, so its own parts compose its recipes.
     `hook`: a file that is no recipe file of a source tree is skipped."""
+    from registry.sharing import sources
+
+    layouts: dict[Path, Path | None] = {}  # folder -> the source laid out at its root above it
+    trees = {t: _tree_of(t, layouts) for t in targets}
+    _search_first([tree for tree in trees.values() if tree is not None])
+    jobs = [(target, trees[target], overrides, hook) for target in targets]
+    with sources.pinned():  # one state of the sources for the whole command, read once
+        workers = _workers(len(jobs))
+        if workers < 2:
+            for job in jobs:
+                yield from _each(job)
+            return
+        import multiprocessing
+
+        # forked after the imports and the sources are read; reports come back in order
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            for reports in pool.imap(_each, jobs, chunksize=max(1, len(jobs) // (workers * 8))):
+                yield from reports
+
+
+# Below this many targets a validate call runs in one process: forking costs more than it saves.
+PARALLEL_FROM = 200
+
+
+def _workers(targets: int) -> int:
+    """How many processes validate the targets: one per processor this process may run on (at
+    most 8), for a call with PARALLEL_FROM targets or more where fork exists."""
+    import os
+
+    if targets < PARALLEL_FROM or not hasattr(os, "fork") or not hasattr(os, "sched_getaffinity"):
+        return 1
+    return min(8, len(os.sched_getaffinity(0)))
+
+
+def _each(job: tuple) -> list:
+    """The reports of one target (a published index has several)."""
     from registry.validate.report import validate_target
 
-    trees = {t: _tree_of(t) for t in targets}
-    _search_first([tree for tree in trees.values() if tree is not None])
-    for target in targets:
-        tree = trees[target]
-        skipped = _not_a_recipe(target, tree) if hook and Path(target).is_file() else None
-        if _is_rule_file(target):
-            yield _rule_file(target)
-        elif skipped:
-            yield _Skipped(target, skipped)
-        elif tree is None or not _named(target, tree):  # checked as a file on its own
-            yield validate_target(target, overrides)
-        else:
-            yield from _in_tree(target, tree, overrides)
+    target, tree, overrides, hook = job
+    skipped = _not_a_recipe(target, tree) if hook and Path(target).is_file() else None
+    if _is_rule_file(target):
+        return [_rule_file(target)]
+    if skipped:
+        return [_Skipped(target, skipped)]
+    if tree is None or not _named(target, tree):  # checked as a file on its own
+        return [validate_target(target, overrides)]
+    return _in_tree(target, tree, overrides)
 
 
 def _not_a_recipe(target: str, tree: _Tree | None) -> str | None:
@@ -219,7 +251,7 @@ def _rule_file(target: str):
     return Report(target)
 
 
-def _tree_of(target: str) -> _Tree | None:
+def _tree_of(target: str, layouts: dict | None = None) -> _Tree | None:
     from registry.names import looks_like_file
     from registry.sharing import sources
 
@@ -235,24 +267,28 @@ def _tree_of(target: str) -> _Tree | None:
     folder = next((p for p in path.parents if p.name == "recipes"), None)
     if folder is not None:
         return _Tree(folder, None, path.relative_to(folder).with_suffix("").as_posix())
-    folder = _root_layout(path)
+    folder = _root_layout(path, {} if layouts is None else layouts)
     if folder is None:
         return None
     return _Tree(folder, None, path.relative_to(folder).with_suffix("").as_posix(), at_root=True)
 
 
-def _root_layout(path: Path) -> Path | None:
+def _root_layout(path: Path, seen: dict) -> Path | None:
     """The nearest folder above a file that is a source laid out at its root, as a team's
     repository may be: no recipes/ folder (a folder with one is that folder's source, which the
-    file is not in), and one of ROOT_MARKERS. Looked for up to the repository's top (.git)."""
-    for folder in path.parents:
+    file is not in), and one of ROOT_MARKERS. Looked for up to the repository's top (.git).
+    `seen`: each folder's answer, for the files of one command (many share their folders)."""
+    folder = path.parent
+    if folder not in seen:
         if (folder / "recipes").is_dir():
-            return None
-        if any((folder / marker).exists() for marker in ROOT_MARKERS):
-            return folder
-        if (folder / ".git").exists():
-            return None
-    return None
+            seen[folder] = None
+        elif any((folder / marker).exists() for marker in ROOT_MARKERS):
+            seen[folder] = folder
+        elif (folder / ".git").exists() or folder.parent == folder:
+            seen[folder] = None
+        else:
+            seen[folder] = _root_layout(folder, seen)
+    return seen[folder]
 
 
 def _search_first(trees: list[_Tree]) -> None:

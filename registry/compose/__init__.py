@@ -20,7 +20,7 @@ from registry.compose.overrides import Overrides
 from registry.compose.overrides import parse as parse_overrides
 from registry.doc import BASE_LAYER, PART_LAYER, RECIPE_LAYER, USER_LAYER, Origins, exists, leaves, merge
 from registry.errors import RecipeError
-from registry.load import Loaded, display_path, load_cached
+from registry.load import Loaded, display_path, load_resolved
 from registry.names import AXES, Name
 from registry.sharing import sources, versions
 
@@ -67,7 +67,7 @@ def _section_order(key: str):
 
 
 def _own_name(path: Path) -> str | None:
-    meta = load_cached(path.resolve()).data.get("recipe")
+    meta = load_resolved(path.resolve()).data.get("recipe")
     return meta.get("name") if isinstance(meta, dict) else None
 
 
@@ -85,7 +85,7 @@ class Plan:
             plan.add(version.file, own=True)
             plan.name = version.name
             return plan._finish()
-        plan.add(sources.find(Name((sources.BASE,))), own=False)
+        plan.add(sources.find(Name((sources.BASE,))), own=False, resolved=True)
         if names.looks_like_file(target):
             path = Path(target)
             if not path.is_file():
@@ -136,7 +136,7 @@ class Plan:
                 self.add_part(axis, seg)  # parts from any source
             overlay = sources.find(name)
             if overlay:
-                self.add(overlay, own=own and not self.swaps)
+                self.add(overlay, own=own and not self.swaps, resolved=True)
                 self.tuned = self.tuned or own
             return "/".join(cell)
         path = sources.find(name)
@@ -145,7 +145,7 @@ class Plan:
             return name.path
         if path is None:
             raise _at(where, _unknown_name(name), "unknown-name")
-        self.add(path, own=own)
+        self.add(path, own=own, resolved=True)
         return name.path  # `team:exp/foo` is the recipe exp/foo from team; the qualifier is not its name
 
     def add_part(self, axis: str, segment: str) -> None:
@@ -153,7 +153,7 @@ class Plan:
         if path is None:  # only hardware parts are generated; hardware.exists said this one is
             self.add_generated(segment, own=False)
         else:
-            self.add(path, own=False)
+            self.add(path, own=False, resolved=True)
 
     def add_generated(self, segment: str, own: bool) -> None:
         """A hardware part generated from its name: the catalog is the file it comes from."""
@@ -163,14 +163,17 @@ class Plan:
         if table is not None and table.resolve() not in self.inputs:
             self.inputs.append(table.resolve())
 
-    def add(self, path: Path, own: bool) -> None:
-        path = path.resolve()
+    def add(self, path: Path, own: bool, resolved: bool = False) -> None:
+        """Add a file and what it extends. `resolved`: a path sources.find gave, symlinks
+        already followed (a process sees one state of its sources)."""
+        if not resolved or path is None:
+            path = path.resolve()
         if path in self.stack:
             chain = " -> ".join(_short(p) for p in self.stack[self.stack.index(path) :] + [path])
             raise RecipeError.at(_short(path), "extends-cycle", f"cyclic extends: {chain}")
         if path in self.inputs:
             return
-        doc = load_cached(path)
+        doc = load_resolved(path)
         extends = doc.data.get("extends", [])
         if not isinstance(extends, list) or not all(isinstance(e, str) for e in extends):
             where = doc.origins.get(("extends",), doc.file)

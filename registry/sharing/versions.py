@@ -5,7 +5,6 @@ newest when the source that has the name has published it."""
 from __future__ import annotations
 
 import copy
-import hashlib
 import os
 import re
 import time
@@ -59,6 +58,8 @@ def sha256(path: Path) -> str:
                 raise RecipeError.at(
                     str(path), "size", f"{size} bytes, larger than {MAX_BYTES}; not a published recipe"
                 )
+            import hashlib  # only a published version's check reads it: not at start-up
+
             return hashlib.file_digest(f, "sha256").hexdigest()
     except OSError as e:
         raise RecipeError(f"{path}: cannot read: {e.strerror}") from None
@@ -350,6 +351,8 @@ def publish(recipe, source: sources.Source) -> Version:
             frozen, sort_keys=False, width=100
         )
         write_atomic(target, text, 0o444)
+        import hashlib
+
         digest = hashlib.sha256(text.encode()).hexdigest()
         date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         entries.setdefault(name, []).append(

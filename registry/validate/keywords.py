@@ -29,7 +29,7 @@ from jsonschema.exceptions import ValidationError, best_match
 from registry import view
 from registry.doc import MISSING, lookup, split
 from registry.load import control_problem
-from registry.validate import checks
+from registry.validate import checks, memo
 
 _OPS = {
     "==": operator.eq,
@@ -67,14 +67,49 @@ def x_compare(validator, spec, instance, schema):
 
 
 def x_invariants(validator, rules, instance, schema):
-    for rule in rules:
-        if "compute" in rule or not applies(validator, rule, instance):
-            continue  # computed rules run in `computed`, once the types are known to hold
-        errors = list(validator.descend(instance, rule["require"]))
-        if errors:
-            at = rule.get("at")
-            path = split(at) if at else tuple(best_match(errors).absolute_path)
+    seen: dict = {}  # the values of this instance the rules read, each looked up once
+    for rule, kind, schemas in _declared(rules, validator.__class__):
+        path = memo.outcome(
+            kind,
+            schemas,
+            instance,
+            lambda rule=rule: _violated(validator, rule, instance),
+            seen,
+            getattr(validator, "_resolver", None),
+        )
+        if path is not None:
             yield _error(rule, path, instance)
+
+
+_DECLARED: dict[tuple, list] = {}
+
+
+def _declared(rules: list, cls) -> list:
+    """The rules a schema decides itself (computed rules run in `computed`, once the types are
+    known to hold), each with what memo.outcome needs, worked out once per rule list."""
+    key = (memo.keep(rules), memo.keep(cls))
+    if key not in _DECLARED:
+        _DECLARED[key] = [
+            (
+                rule,
+                ("violated", memo.keep(rule), id(cls)),
+                (*([rule["when"]] if "when" in rule else []), rule["require"]),
+            )
+            for rule in rules
+            if "compute" not in rule
+        ]
+    return _DECLARED[key]
+
+
+def _violated(validator, rule: dict, instance) -> tuple | None:
+    """Where a rule that applies fails (None: it does not apply, or it holds)."""
+    if not applies(validator, rule, instance):
+        return None
+    errors = list(validator.descend(instance, rule["require"]))
+    if not errors:
+        return None
+    at = rule.get("at")
+    return split(at) if at else tuple(best_match(errors).absolute_path)
 
 
 def pattern(validator, spec, instance, schema):
@@ -112,7 +147,15 @@ def type_(validator, types, instance, schema):
             yield ValidationError(why, validator="control-char")
 
 
-KEYWORDS = {"x-where": x_where, "x-compare": x_compare, "x-invariants": x_invariants, "pattern": pattern, "type": type_}
+KEYWORDS = {
+    "x-where": x_where,
+    "x-compare": x_compare,
+    "x-invariants": x_invariants,
+    "pattern": pattern,
+    "type": type_,
+    "properties": memo.properties,
+    "$ref": memo.ref,
+}
 
 
 def whole_number(checker, instance) -> bool:
@@ -138,7 +181,15 @@ def computed(validator, rules: list[dict], doc: dict):
 
 
 def applies(validator, rule: dict, instance) -> bool:
-    return "when" not in rule or validator.evolve(schema=rule["when"]).is_valid(instance)
+    if "when" not in rule:
+        return True
+    return memo.outcome(
+        ("applies", memo.keep(validator.__class__)),
+        (rule["when"],),
+        instance,
+        lambda: validator.evolve(schema=rule["when"]).is_valid(instance),
+        resolver=getattr(validator, "_resolver", None),
+    )
 
 
 def _error(rule: dict, path: tuple, instance) -> ValidationError:
