@@ -176,9 +176,16 @@ def _targets(targets: list[str], overrides: list[str], hook: bool = False):
         import multiprocessing
 
         # forked after the imports and the sources are read; reports come back in order
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
+        # Ctrl-C is the parent's to handle (one line, exit 130): workers ignore it and are terminated
+        with multiprocessing.get_context("fork").Pool(workers, initializer=_ignore_interrupts) as pool:
             for reports in pool.imap(_each, jobs, chunksize=max(1, len(jobs) // (workers * 8))):
                 yield from reports
+
+
+def _ignore_interrupts() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 # Below this many targets a validate call runs in one process: forking costs more than it saves.
