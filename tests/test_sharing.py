@@ -263,7 +263,7 @@ def test_import_lerobot_fsdp_round_trips(tmp_path):
         "H100-SXM",
         "--trainer-args",
         "--policy.type=act --dataset.repo_id=lerobot/aloha_sim_insertion_human --batch_size=8 --steps=1000"
-        " --env_eval_freq=0 --optimizer.lr=5e-5",
+        " --env_eval_freq=0 --optimizer.lr=5e-5 --policy.push_to_hub=false",  # LeRobot refuses its default without a repo id
         "-o",
         str(dest),
     )
