@@ -23,7 +23,12 @@ def out(*args, cwd):
 
 @pytest.fixture
 def remote(tmp_path):
-    """A bare repository with one commit: a recipes/ folder and nothing published."""
+    return seeded_remote(tmp_path)
+
+
+def seeded_remote(tmp_path):
+    """A bare repository with one commit: a recipes/ folder and nothing published (its working
+    copy at tmp_path/seed)."""
     bare, seed = tmp_path / "team-b.git", tmp_path / "seed"
     git("init", "-q", "--bare", "-b", "main", str(bare), cwd=tmp_path)
     git("clone", "-q", str(bare), str(seed), cwd=tmp_path)

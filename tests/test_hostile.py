@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import run_cli, spawn_cli
-from test_sharing import git, team
+from test_git_publish import seeded_remote, user
+from test_sharing import git
 from test_sharing_faults import finish, one_line_error
 
 TINY = "tiny/ddp/cpu"
@@ -108,65 +109,50 @@ def test_a_version_rewritten_with_its_hash_is_refused_until_accepted(tmp_path, t
 
 @pytest.fixture
 def remote(tmp_path):
-    bare, seed = tmp_path / "team.git", tmp_path / "seed"
-    git("init", "-q", "--bare", "-b", "main", str(bare), cwd=tmp_path)
-    git("clone", "-q", str(bare), str(seed), cwd=tmp_path)
-    (seed / "recipes").mkdir()
-    (seed / "recipes" / ".gitignore").write_text(".publish.lock\n")
-    git("add", ".", cwd=seed)
-    git("commit", "-qm", "start", cwd=seed)
-    git("push", "-q", "origin", "HEAD", cwd=seed)
-    return bare
-
-
-def user(tmp_path, name, bare):
-    env = team(tmp_path, name)
-    r = run_cli("source", "add", "team", f"file://{bare}", env=env)
-    assert r.returncode == 0, r.stderr
-    return env
+    return seeded_remote(tmp_path)
 
 
 def test_force_pushed_rewrite_is_refused_by_update(tmp_path, remote):
     a, b = user(tmp_path, "a", remote), user(tmp_path, "b", remote)
-    r = run_cli("publish", TINY, "recipe.name=exp/x", "train.steps=100", "--to", "team", env=a)
+    r = run_cli("publish", TINY, "recipe.name=exp/x", "train.steps=100", "--to", "team-b", env=a)
     assert r.returncode == 0, r.stderr
-    assert run_cli("source", "update", "team", env=b).returncode == 0
-    assert yaml.safe_load(run_cli("show", "team:exp/x@1", env=b).stdout)["train"]["steps"] == 100
+    assert run_cli("source", "update", "team-b", env=b).returncode == 0
+    assert yaml.safe_load(run_cli("show", "team-b:exp/x@1", env=b).stdout)["train"]["steps"] == 100
     # the hostile remote: the version and its hash rewritten, history amended and force-pushed
     evil = tmp_path / "evil"
     git("clone", "-q", str(remote), str(evil), cwd=tmp_path)
     new = rewrite_version(evil / "recipes", "exp/x", 1, "steps: 100", "steps: 7")
     git("commit", "-qa", "--amend", "-m", "rewritten", cwd=evil)
     git("push", "-qf", "origin", "HEAD", cwd=evil)
-    clone = Path(b["RECIPE_CACHE"], "team")
+    clone = Path(b["RECIPE_CACHE"], "team-b")
     before = (clone / ".git" / "HEAD").read_text(), sorted(p.name for p in clone.rglob("*.yaml"))
-    r = run_cli("source", "update", "team", env=b)
+    r = run_cli("source", "update", "team-b", env=b)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "rewritten" in r.stderr  # the non-fast-forward is said
-    assert "team:exp/x@1" in r.stderr and new[:12] in r.stderr and "--accept exp/x@1" in r.stderr
-    assert yaml.safe_load(run_cli("show", "team:exp/x@1", env=b).stdout)["train"]["steps"] == 100  # not moved
+    assert "team-b:exp/x@1" in r.stderr and new[:12] in r.stderr and "--accept exp/x@1" in r.stderr
+    assert yaml.safe_load(run_cli("show", "team-b:exp/x@1", env=b).stdout)["train"]["steps"] == 100  # not moved
     assert ((clone / ".git" / "HEAD").read_text(), sorted(p.name for p in clone.rglob("*.yaml"))) == before
     # a teammate re-adding the source meets the same refusal
-    assert run_cli("source", "remove", "team", env=b).returncode == 0
-    r = run_cli("source", "add", "team", f"file://{remote}", env=b)
+    assert run_cli("source", "remove", "team-b", env=b).returncode == 0
+    r = run_cli("source", "add", "team-b", f"file://{remote}", env=b)
     one_line_error(r)
     assert "exp/x@1" in r.stderr and run_cli("source", "list", env=b).returncode == 0
-    assert "team" not in run_cli("source", "list", env=b).stdout.split()
-    assert run_cli("source", "add", "team", f"file://{remote}", env=a).returncode == 2  # exists for A
+    assert "team-b" not in run_cli("source", "list", env=b).stdout.split()
+    assert run_cli("source", "add", "team-b", f"file://{remote}", env=a).returncode == 2  # exists for A
     # accepted by name: the clone moves and the new hash is remembered
-    r = run_cli("source", "update", "team", "--accept", "exp/x@1", env=a)
+    r = run_cli("source", "update", "team-b", "--accept", "exp/x@1", env=a)
     assert r.returncode == 0, r.stderr
-    assert yaml.safe_load(run_cli("show", "team:exp/x@1", env=a).stdout)["train"]["steps"] == 7
-    assert run_cli("source", "update", "team", env=a).returncode == 0  # nothing changed since
-    one_line_error(run_cli("source", "update", "team", "--accept", "exp/x", env=a))
+    assert yaml.safe_load(run_cli("show", "team-b:exp/x@1", env=a).stdout)["train"]["steps"] == 7
+    assert run_cli("source", "update", "team-b", env=a).returncode == 0  # nothing changed since
+    one_line_error(run_cli("source", "update", "team-b", "--accept", "exp/x", env=a))
 
 
 def test_a_fast_forward_update_says_nothing_and_remembers_new_versions(tmp_path, remote):
     a, b = user(tmp_path, "a", remote), user(tmp_path, "b", remote)
     for steps in (100, 200):
-        r = run_cli("publish", TINY, "recipe.name=exp/x", f"train.steps={steps}", "--to", "team", env=a)
+        r = run_cli("publish", TINY, "recipe.name=exp/x", f"train.steps={steps}", "--to", "team-b", env=a)
         assert r.returncode == 0, r.stderr
-    r = run_cli("source", "update", "team", env=b)
+    r = run_cli("source", "update", "team-b", env=b)
     assert r.returncode == 0 and "rewritten" not in r.stderr, r.stderr
     store = Path(b["RECIPE_CONFIG"]).with_name("b-sources.known-versions.jsonl")
     seen = {json.loads(line)["version"] for line in store.read_text().splitlines()}
@@ -208,7 +194,7 @@ def test_a_symlinked_published_folder_in_the_remote_publishes_nothing(tmp_path, 
     git("push", "-q", "origin", "HEAD", cwd=seed)
     a = user(tmp_path, "a", remote)
     head = git_out("rev-parse", "main", cwd=remote)
-    r = run_cli("publish", TINY, "recipe.name=exp/hostile-remote", "--to", "team", env=a)
+    r = run_cli("publish", TINY, "recipe.name=exp/hostile-remote", "--to", "team-b", env=a)
     assert r.returncode == 2 and "leads outside the source" in r.stderr and "Traceback" not in r.stderr
     assert git_out("rev-parse", "main", cwd=remote) == head  # nothing pushed
     assert not any(outside.rglob("*"))

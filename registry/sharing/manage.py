@@ -67,7 +67,7 @@ def _first_sight(source: sources.Source):
     from registry.sharing import trust, versions
 
     try:
-        offered = {f"{n}@{e['version']}": e["sha256"] for n, entries in versions.index(source).items() for e in entries}
+        offered = versions.hashes(source)
     except RecipeError as e:
         raise RecipeError(f"cannot add {source.name}: {e}") from None
     changed = trust.changed(source, offered)
@@ -124,7 +124,7 @@ def accept(name: str, wanted: list[str]) -> list[str]:
     source = next((s for s in sources.all_sources() if s.name == name and s.kind != "bundled"), None)
     if source is None:
         raise RecipeError(f"no source named {name!r} (hint: recipe source list)")
-    offered = {f"{n}@{e['version']}": e["sha256"] for n, entries in versions.index(source).items() for e in entries}
+    offered = versions.hashes(source)
     unknown = [v for v in wanted if v not in offered]
     if unknown:
         raise RecipeError(f"{name} has no published {', '.join(unknown)} (hint: recipe history NAME)")

@@ -29,7 +29,7 @@ def refresh(name: str, url: str, clone: Path, accept: tuple[str, ...] = ()) -> s
     forget_parsed()
     source = sources.Source(name, sources._root(clone), "git", url)
     try:
-        offered = {f"{n}@{e['version']}": e["sha256"] for n, entries in versions.index(source).items() for e in entries}
+        offered = versions.hashes(source)
     except RecipeError:
         _back(clone, before)
         raise

@@ -123,6 +123,11 @@ def _malformed(doc, key: tuple, message: str) -> RecipeError:
     return RecipeError.at(origin, "index", f"malformed {INDEX}: {message}", hint=_INDEX_HINT)
 
 
+def hashes(source: sources.Source) -> dict[str, str]:
+    """NAME@N -> sha256 for every version the source's index lists (what trust.py remembers)."""
+    return {f"{name}@{e['version']}": e["sha256"] for name, entries in index(source).items() for e in entries}
+
+
 def versions(source: sources.Source, name: str) -> list[Version]:
     entries = index(source).get(name, [])
     if not entries:
