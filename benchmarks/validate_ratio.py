@@ -1,13 +1,17 @@
 """Side by side, interleaved in one run: one-file `recipe validate pi07/zero2/8xA100`, one
 `recipe validate` call over 1,000 generated recipe files (benchmarks/validate_1000.py's), and
-`python -c "import yaml, jsonschema"`. Prints the medians and the two ratios the speed targets
-name (issue 25: 1,000 files <= 8x one file; one file <= 1.15x the import). Usage:
+`python -c "import yaml, jsonschema"`. Each validate is timed twice: cold, with an empty verdict
+cache (a first validate, or the first after an edit or an upgrade: every schema checked), and
+warm, the verdicts of an earlier call on disk (registry/validate/verdicts.py: the pre-commit hook
+and `recipe list` on unchanged files). Prints the medians and the ratios the speed targets name
+(1,000 files <= 8x one file; one file <= 1.15x the import). Usage:
 python benchmarks/validate_ratio.py [--files 1000] [--runs 7] [--out PATH]"""
 
 import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -21,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from validate_1000 import generate  # noqa: E402
 
 
-def timed(argv: list[str]) -> tuple[float, subprocess.CompletedProcess]:
+def timed(argv: list[str], env: dict) -> tuple[float, subprocess.CompletedProcess]:
     start = time.perf_counter()
-    r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env)
     return time.perf_counter() - start, r
 
 
@@ -40,37 +44,59 @@ def main() -> None:
     subprocess.run([py, "-m", "compileall", "-q", str(ROOT / "registry")], check=True, capture_output=True)
     with tempfile.TemporaryDirectory() as tmp:
         paths = generate(Path(tmp), args.files)
-        commands = {
-            "import": [py, "-c", "import yaml, jsonschema"],
-            "one": [py, "-m", "registry", "validate", "pi07/zero2/8xA100"],
-            "many": [py, "-m", "registry", "validate", "-q", *paths],
+        warm_cache = Path(tmp, "warm-cache")
+        cold_cache = Path(tmp, "cold-cache")
+        one = [py, "-m", "registry", "validate", "pi07/zero2/8xA100"]
+        many = [py, "-m", "registry", "validate", "-q", *paths]
+        commands = {  # name -> (argv, verdict cache, emptied before each run)
+            "import": ([py, "-c", "import yaml, jsonschema"], warm_cache, False),
+            "one_cold": (one, cold_cache, True),
+            "one_warm": (one, warm_cache, False),
+            "many_cold": (many, cold_cache, True),
+            "many_warm": (many, warm_cache, False),
         }
         times: dict[str, list[float]] = {k: [] for k in commands}
         codes: dict[str, set] = {k: set() for k in commands}
-        for argv in commands.values():  # one warm-up each: the page cache, __pycache__
-            timed(argv)
+        outputs: dict[str, set] = {k: set() for k in commands}
+
+        def once(name: str) -> None:
+            argv, cache, empty = commands[name]
+            if empty:
+                shutil.rmtree(cache, ignore_errors=True)
+            t, r = timed(argv, {**os.environ, "XDG_CACHE_HOME": str(cache), "RECIPE_VERDICT_CACHE": "1"})
+            times[name].append(t)
+            codes[name].add(r.returncode)
+            outputs[name].add(r.stdout)
+
+        for name in commands:  # one warm-up each: the page cache, __pycache__, the warm verdicts
+            once(name)
+            times[name].clear()
         for _ in range(args.runs):
-            for k, argv in commands.items():
-                t, r = timed(argv)
-                times[k].append(t)
-                codes[k].add(r.returncode)
-                if k == "many":
-                    error_lines = sum(1 for line in r.stdout.splitlines() if "error[" in line)
+            for name in commands:
+                once(name)
     med = {k: statistics.median(v) for k, v in times.items()}
+    spread = {k: [round(min(v), 3), round(max(v), 3)] for k, v in times.items()}
+    many_out = next(iter(outputs["many_cold"]))
     result = {
         "benchmark": "validate_1000",
         "files": args.files,
         "runs": args.runs,
-        "median_s": round(med["many"], 3),
-        "min_s": round(min(times["many"]), 3),
-        "max_s": round(max(times["many"]), 3),
-        "per_file_ms": round(med["many"] / args.files * 1000, 2),
-        "exit_codes": sorted(codes["many"]),
-        "error_lines": error_lines,
-        "one_file_median_s": round(med["one"], 3),
-        "import_median_s": round(med["import"], 3),
-        "ratio_many_to_one": round(med["many"] / med["one"], 2),
-        "ratio_one_to_import": round(med["one"] / med["import"], 2),
+        "median_s": {k: round(v, 3) for k, v in med.items()},
+        "min_max_s": spread,
+        "per_file_ms": {k: round(med[k] / args.files * 1000, 2) for k in ("many_cold", "many_warm")},
+        "exit_codes": {k: sorted(v) for k, v in codes.items()},
+        "error_lines": sum(1 for line in many_out.splitlines() if "error[" in line),
+        "cold_and_warm_print_the_same": outputs["one_cold"] == outputs["one_warm"]
+        and outputs["many_cold"] == outputs["many_warm"]
+        and len(outputs["many_cold"]) == 1,
+        "ratio_many_to_one": {
+            "cold": round(med["many_cold"] / med["one_cold"], 2),
+            "warm": round(med["many_warm"] / med["one_warm"], 2),
+        },
+        "ratio_one_to_import": {
+            "cold": round(med["one_cold"] / med["import"], 2),
+            "warm": round(med["one_warm"] / med["import"], 2),
+        },
         "targets": {"ratio_many_to_one": 8, "ratio_one_to_import": 1.15},
         "interleaved": True,
         "bytecode": "registry compiled first (compileall), as installed",

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from registry.compose import compose
-from registry.validate import memo, validate
+from registry.validate import RESOLVED, _validate, memo, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,7 +19,7 @@ def _fresh(data: dict, origins: dict) -> list:
     memo._ACCEPTED.clear()
     memo._OUTCOMES.clear()
     try:
-        return validate(data, origins)
+        return _validate(data, origins, RESOLVED)  # not from the verdicts kept on disk either
     finally:
         memo._ACCEPTED.clear()
         memo._OUTCOMES.clear()

@@ -7,10 +7,12 @@ import sys
 
 from registry import view
 from registry.errors import Exit, Problem, RecipeError
-from registry.validate.keywords import applies, computed
-from registry.validate.problems import STRUCTURAL, from_error
+from registry.validate import verdicts
 from registry.validate.schemas import CATALOG, RESOLVED, ROOT, computed_rules, validator
 from registry.view import Section
+
+# The schema checks (keywords, problems) import jsonschema: they load on the first verdict that
+# is not on disk already (registry/validate/verdicts.py).
 
 
 def validate(data: dict, origins: dict, ref: str = RESOLVED) -> list[Problem]:
@@ -19,6 +21,29 @@ def validate(data: dict, origins: dict, ref: str = RESOLVED) -> list[Problem]:
     Computed checks (memory-fit, ...) run only when the structure holds: they read values as
     the types the schema promises, so a typo such as `micro_batch_size=16x` is one type error,
     not a crash inside the estimator."""
+    if not verdicts.enabled():
+        return _validate(data, origins, ref)
+    teams = _team_stamps() if ref == RESOLVED else ()
+    key = verdicts.key(data, origins, ref, teams)
+    problems = verdicts.get(key)
+    if problems is None:
+        problems = _validate(data, origins, ref)
+        verdicts.put(key, problems)
+    return list(problems)
+
+
+def _team_stamps() -> tuple:
+    if not _other_sources():
+        return ()
+    from registry.validate import team
+
+    return team.stamps()
+
+
+def _validate(data: dict, origins: dict, ref: str) -> list[Problem]:
+    from registry.validate.keywords import computed
+    from registry.validate.problems import STRUCTURAL, from_error
+
     check = validator(ref)
     errors = list(check.iter_errors(data))
     structure_holds = all(e.validator == "x-invariants" for e in errors)
@@ -62,6 +87,8 @@ def typed(data: dict, origins: dict, name: str) -> Section:
     """The typed view of a composed recipe whose structure the schema accepts (invariants may
     still fail: `recipe estimate` shows why a recipe does not fit). Structural problems go to
     stderr, then RecipeError."""
+    from registry.validate.problems import STRUCTURAL
+
     problems = [p for p in validate(data, origins) if p.rule in STRUCTURAL]
     for problem in problems:
         print(problem.render(), file=sys.stderr)
@@ -72,6 +99,8 @@ def typed(data: dict, origins: dict, name: str) -> Section:
 
 def applicable_rules(data: dict, compute: str) -> list[dict]:
     """The computed rules of one kind (`"compute": NAME`) whose `when` holds for a document."""
+    from registry.validate.keywords import applies
+
     check = validator(RESOLVED)
     return [rule for rule in computed_rules() if rule["compute"] == compute and applies(check, rule, data)]
 

@@ -36,6 +36,12 @@ class TeamRules:
 def active() -> list[TeamRules]:
     """Every source's rules, loaded and checked; [] at the cost of a stat per source when none
     carries a rules folder (and of nothing with the bundled recipes alone)."""
+    return [_source_rules(name, everywhere, files) for name, everywhere, files in stamps()]
+
+
+def stamps() -> tuple:
+    """(source, everywhere, ((rule file, (mtime, size)), ...)) for each source with rule files:
+    what the rules are made of, read without loading them."""
     from registry.sharing import sources
 
     found = []
@@ -51,8 +57,8 @@ def active() -> list[TeamRules]:
             (sources.confined(source, f.relative_to(source.root)), _stamp(f)) for f in _listing(folder, stamp)
         )
         if files:
-            found.append(_source_rules(source.name, source.rules_everywhere, files))
-    return found
+            found.append((source.name, source.rules_everywhere, files))
+    return tuple(found)
 
 
 def check_file(path: Path) -> None:

@@ -1,0 +1,124 @@
+"""Verdicts kept on disk, keyed by everything a verdict depends on, so that validating what was
+validated before (a pre-commit hook, `recipe list` at each start, CI over a whole source) costs a
+hash and a file read, not the schemas: not even the import of jsonschema (docs/design.md, "Speed").
+
+A verdict is the list of Problems of `validate(data, origins, ref)`. Its key hashes:
+- the document and its origins, as composed (every value, every file:line:col a problem can name);
+- the schema files, `recipes/base.yaml` (the defaults the computed checks read) and the package's
+  own modules, by path, size and modification time: an edit or an upgrade is a new key;
+- each other source's rule files, by the same stamps.
+Nothing else reaches a verdict: the checks read no environment, host or clock. A file that is torn,
+foreign or unreadable is a miss; writes are atomic (a reader sees a whole file or none). Set
+RECIPE_VERDICT_CACHE=0 to validate from scratch every time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from functools import cache
+from pathlib import Path
+
+from registry.errors import Problem
+from registry.files import DATA_ROOT, RECIPES_DIR, SCHEMA_DIR
+
+FORMAT = 1  # bump when the file's shape changes
+_PACKAGE = Path(__file__).resolve().parent.parent
+KEEP_DAYS = 30  # entries written this long ago are removed, now and then, by a write
+_SEEN: dict[str, list[Problem]] = {}  # this process's verdicts, for a key met twice
+
+
+def enabled() -> bool:
+    return os.environ.get("RECIPE_VERDICT_CACHE", "1") not in ("0", "off", "false", "no")
+
+
+def folder() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "recipe" / "verdicts"
+
+
+def key(data: dict, origins: dict, ref: str, teams: tuple) -> str:
+    digest = hashlib.blake2b(digest_size=20)
+    for part in (str(FORMAT), _installation(), repr(teams), ref, repr(data), repr(origins)):
+        digest.update(part.encode("utf-8", "surrogatepass"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+@cache
+def _installation() -> str:
+    """Path, size and mtime of every file a verdict's code and data come from."""
+    stamps = []
+    for root, suffix in ((_PACKAGE, ".py"), (SCHEMA_DIR, ".json")):
+        for path in sorted(root.rglob(f"*{suffix}")):
+            st = path.stat()
+            stamps.append(f"{path.relative_to(DATA_ROOT)}:{st.st_size}:{st.st_mtime_ns}")
+    st = (RECIPES_DIR / "base.yaml").stat()
+    stamps.append(f"base.yaml:{st.st_size}:{st.st_mtime_ns}")
+    return "\n".join(stamps)
+
+
+def get(k: str) -> list[Problem] | None:
+    if k in _SEEN:
+        return _SEEN[k]
+    path = _path(k)
+    try:
+        record = json.loads(path.read_bytes())
+        if record.get("format") != FORMAT or record.get("key") != k:
+            return None
+        problems = [_problem(p) for p in record["problems"]]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+    _SEEN[k] = problems
+    return problems
+
+
+def put(k: str, problems: list[Problem]) -> None:
+    _SEEN[k] = problems
+    record = {"format": FORMAT, "key": k, "problems": [_record(p) for p in problems]}
+    path = _path(k)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        temporary.write_text(json.dumps(record, separators=(",", ":")), encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError:
+        return  # a cache that cannot be written is a cache that misses; never a failed validate
+    if k.startswith("00"):  # about one write in 256 looks for stale entries
+        _prune(path.parent.parent)
+
+
+def _path(k: str) -> Path:
+    return folder() / k[:2] / f"{k}.json"
+
+
+def _record(p: Problem) -> dict:
+    return {
+        "severity": p.severity,
+        "rule": p.rule,
+        "path": p.path,
+        "message": p.message,
+        "origin": p.origin,
+        "hint": p.hint,
+        "related": [list(r) for r in p.related],
+        "source": p.source,
+    }
+
+
+def _problem(d: dict) -> Problem:
+    fields = {name: d[name] for name in ("severity", "rule", "path", "message", "origin", "hint", "source")}
+    if not all(v is None or isinstance(v, str) for v in fields.values()):
+        raise TypeError("not a verdict")
+    return Problem(**fields, related=tuple((str(a), None if b is None else str(b)) for a, b in d["related"]))
+
+
+def _prune(root: Path) -> None:
+    cutoff = time.time() - KEEP_DAYS * 86400
+    for path in root.glob("*/*.json"):
+        try:
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+        except OSError:
+            continue

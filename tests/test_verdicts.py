@@ -1,0 +1,113 @@
+"""Verdicts kept on disk (registry/validate/verdicts.py): a second `recipe validate` of the same
+recipe reads its verdict instead of checking again, prints exactly what a check from scratch
+prints, and never reads a verdict whose inputs changed."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from registry.compose import compose
+from registry.files import SCHEMA_DIR
+from registry.validate import RESOLVED, _validate, validate, verdicts
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECKED = "import sys\nfrom registry.commands import main\ncode = main(sys.argv[1:])\n" + (
+    "print('JSONSCHEMA', 'jsonschema' in sys.modules, file=sys.stderr)\nsys.exit(code)\n"
+)
+
+
+def _validate_cli(cache: Path, *args: str, enabled: bool = True) -> tuple[int, str, bool]:
+    """(exit code, stdout, whether jsonschema was imported) of `recipe validate ARGS`."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache), "RECIPE_VERDICT_CACHE": "1" if enabled else "0"}
+    r = subprocess.run(
+        [sys.executable, "-c", CHECKED, "validate", *args], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    imported = r.stderr.strip().splitlines()[-1] == "JSONSCHEMA True"
+    return r.returncode, r.stdout, imported
+
+
+def _user_file(tmp_path: Path) -> Path:
+    path = tmp_path / "mine.yaml"
+    path.write_text("extends: [pi07/zero2/8xA100]\ndataset:\n  n_obs_history: 4\ntrain:\n  micro_batch_size: 0\n")
+    return path
+
+
+def test_a_second_validate_reads_the_verdict_and_prints_the_same(tmp_path):
+    mine = _user_file(tmp_path)
+    for i, args in enumerate((["pi07/zero2/8xA100"], [str(mine)], [str(mine), "--format", "json"], ["tiny/ddp/cpu"])):
+        cache = tmp_path / f"cache{i}"
+        scratch = _validate_cli(cache, *args, enabled=False)
+        first = _validate_cli(cache, *args)
+        second = _validate_cli(cache, *args)
+        assert scratch[2] and first[2], "a check from scratch imports the schema checker"
+        assert not second[2], f"{args}: a kept verdict is read without jsonschema"
+        assert scratch[:2] == first[:2] == second[:2], args
+    code, out, _ = _validate_cli(cache, str(mine))
+    assert code == 1 and f"{mine}:" in out and "error[" in out  # the user's line, from the kept verdict
+
+
+def test_an_edit_is_a_new_verdict(tmp_path):
+    cache = tmp_path / "cache"
+    mine = _user_file(tmp_path)
+    assert _validate_cli(cache, str(mine))[0] == 1
+    mine.write_text("extends: [pi07/zero2/8xA100]\n")
+    code, _, imported = _validate_cli(cache, str(mine))
+    assert (code, imported) == (0, True)
+    code, _, _ = _validate_cli(cache, str(mine), "train.micro_batch_size=0")  # an override is an input too
+    assert code == 1
+
+
+def test_the_key_covers_schemas_package_and_origins():
+    recipe = compose("pi07/zero2/8xA100")
+    key = verdicts.key(recipe.data, recipe.origins, RESOLVED, ())
+    assert key == verdicts.key(recipe.data, dict(recipe.origins), RESOLVED, ())
+    moved = {path: f"elsewhere.yaml:{where}" for path, where in recipe.origins.items()}
+    assert key != verdicts.key(recipe.data, moved, RESOLVED, ())  # a problem names its file and line
+    assert key != verdicts.key(recipe.data, recipe.origins, RESOLVED, (("team", False, ()),))
+    schema = SCHEMA_DIR / "train.schema.json"
+    st = schema.stat()
+    try:
+        os.utime(schema, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+        verdicts._installation.cache_clear()
+        assert key != verdicts.key(recipe.data, recipe.origins, RESOLVED, ())
+    finally:
+        os.utime(schema, ns=(st.st_atime_ns, st.st_mtime_ns))
+        verdicts._installation.cache_clear()
+    assert key == verdicts.key(recipe.data, recipe.origins, RESOLVED, ())
+
+
+def test_a_torn_or_foreign_file_is_a_miss(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    recipe = compose("tiny/ddp/cpu", ["train.micro_batch_size=0"])
+    truth = _validate(recipe.data, recipe.origins, RESOLVED)
+    assert truth, "the recipe has problems to keep"
+    key = verdicts.key(recipe.data, recipe.origins, RESOLVED, ())
+    path = verdicts._path(key)
+    for content in (b'{"format": 1, "key": "', b"\xff\xfe", json.dumps({"format": 1, "key": "other"}).encode()):
+        verdicts._SEEN.clear()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        assert verdicts.get(key) is None
+        assert validate(recipe.data, recipe.origins) == truth
+        assert json.loads(path.read_bytes())["key"] == key  # written anew, whole
+    verdicts._SEEN.clear()
+    assert verdicts.get(key) == truth
+
+
+def test_a_cache_that_cannot_be_written_never_fails_a_validate(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    verdicts._SEEN.clear()
+    recipe = compose("tiny/ddp/cpu")
+    assert validate(recipe.data, recipe.origins) == _validate(recipe.data, recipe.origins, RESOLVED)
+
+
+def test_switched_off_it_writes_nothing(tmp_path):
+    cache = tmp_path / "cache"
+    _validate_cli(cache, "tiny/ddp/cpu", enabled=False)
+    assert not (cache / "recipe" / "verdicts").exists()
+    _validate_cli(cache, "tiny/ddp/cpu")
+    assert len(list((cache / "recipe" / "verdicts").glob("*/*.json"))) == 1
