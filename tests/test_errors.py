@@ -9,7 +9,7 @@ from conftest import run_cli
 
 from registry import commands, files
 from registry.errors import Exit, Problem, RecipeError
-from registry.validate import schemas
+from registry.validate import schemas, verdicts
 
 
 @pytest.mark.parametrize(
@@ -66,10 +66,12 @@ def schema_copy(tmp_path, monkeypatch):
     for cached in (files.schema_documents, schemas.documents, schemas.computed_rules, schemas.registry):
         cached.cache_clear()
     schemas.validator.cache_clear()
+    verdicts._installation.cache_clear()  # the schema files are part of every verdict's key
     yield folder
     for cached in (files.schema_documents, schemas.documents, schemas.computed_rules, schemas.registry):
         cached.cache_clear()
     schemas.validator.cache_clear()
+    verdicts._installation.cache_clear()  # the schema files are part of every verdict's key
 
 
 def _break_rule(folder, change):

@@ -21,8 +21,8 @@ import time
 from functools import cache
 from pathlib import Path
 
+from registry import files
 from registry.errors import Problem
-from registry.files import DATA_ROOT, RECIPES_DIR, SCHEMA_DIR
 
 FORMAT = 1  # bump when the file's shape changes
 _PACKAGE = Path(__file__).resolve().parent.parent
@@ -51,11 +51,11 @@ def key(data: dict, origins: dict, ref: str, teams: tuple) -> str:
 def _installation() -> str:
     """Path, size and mtime of every file a verdict's code and data come from."""
     stamps = []
-    for root, suffix in ((_PACKAGE, ".py"), (SCHEMA_DIR, ".json")):
+    for root, suffix in ((_PACKAGE, ".py"), (files.SCHEMA_DIR, ".json")):
         for path in sorted(root.rglob(f"*{suffix}")):
             st = path.stat()
-            stamps.append(f"{path.relative_to(DATA_ROOT)}:{st.st_size}:{st.st_mtime_ns}")
-    st = (RECIPES_DIR / "base.yaml").stat()
+            stamps.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
+    st = (files.RECIPES_DIR / "base.yaml").stat()
     stamps.append(f"base.yaml:{st.st_size}:{st.st_mtime_ns}")
     return "\n".join(stamps)
 
@@ -79,15 +79,37 @@ def put(k: str, problems: list[Problem]) -> None:
     _SEEN[k] = problems
     record = {"format": FORMAT, "key": k, "problems": [_record(p) for p in problems]}
     path = _path(k)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}")
-        temporary.write_text(json.dumps(record, separators=(",", ":")), encoding="utf-8")
-        os.replace(temporary, path)
-    except OSError:
+    if not put_file(path, json.dumps(record, separators=(",", ":"))):
         return  # a cache that cannot be written is a cache that misses; never a failed validate
     if k.startswith("00"):  # about one write in 256 looks for stale entries
         _prune(path.parent.parent)
+
+
+def rules_checked() -> bool:
+    """Whether the bundled rules, as installed now, passed their meta-schema check before."""
+    return enabled() and _rules_mark().exists()
+
+
+def mark_rules_checked() -> None:
+    if enabled():
+        put_file(_rules_mark(), "checked\n")
+
+
+def _rules_mark() -> Path:
+    digest = hashlib.blake2b(f"{FORMAT}\n{_installation()}".encode(), digest_size=20).hexdigest()
+    return folder() / "rules" / digest
+
+
+def put_file(path: Path, text: str) -> bool:
+    """Write atomically; False where the cache cannot be written (never an error)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError:
+        return False
+    return True
 
 
 def _path(k: str) -> Path:
@@ -116,7 +138,7 @@ def _problem(d: dict) -> Problem:
 
 def _prune(root: Path) -> None:
     cutoff = time.time() - KEEP_DAYS * 86400
-    for path in root.glob("*/*.json"):
+    for path in root.glob("??/*.json"):
         try:
             if path.stat().st_mtime < cutoff:
                 path.unlink()
