@@ -237,10 +237,12 @@ def _shortcuts():
     from registry.sharing import git
 
     real = git.committed
-    remembered = functools.lru_cache(maxsize=4096)(real)
+    remembered = functools.lru_cache(maxsize=4096)(lambda paths: real(list(paths)))
 
-    def committed(path):
-        return remembered(Path(path)) if getattr(_ACTIVE, "folder", None) is not None else real(path)
+    def committed(paths):
+        if getattr(_ACTIVE, "folder", None) is None:
+            return real(paths)
+        return remembered(tuple(Path(p) for p in paths))
 
     return git, real, committed
 

@@ -288,3 +288,34 @@ def test_torchs_cuda_is_read_from_its_version_file(text, cuda):
     from registry.run.probe import cuda_in
 
     assert cuda_in(text) == cuda
+
+
+def test_the_probe_reads_what_importlib_metadata_reads():
+    """The probe's own scan of the dist-info headers (no importlib.metadata, no email parser) gives
+    the versions importlib.metadata gives, for any spelling of a name, absent ones included."""
+    from registry.run import probe
+
+    names = ("torch", "accelerate", "deepspeed", "transformers", "PyYAML", "pyyaml", "typing-extensions")
+    names += ("typing_extensions", "recipe-registry", "no-such-package", "lerobot")
+    found = probe.report(names)
+    assert found["packages"] == {name: probe._version(importlib.metadata, name) for name in names}
+    assert found["packages"]["torch"] and found["packages"]["no-such-package"] is None
+    assert found["torch_cuda"] == probe._torch_cuda(importlib.metadata)
+
+
+def test_the_probe_takes_the_first_distribution_on_the_path(tmp_path, monkeypatch):
+    from registry.run import probe
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder, version in ((first, "1.0"), (second, "2.0")):
+        info = folder / f"demo_pkg-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: demo-pkg\nVersion: {version}\n\nBody: x\n")
+    liar = second / "other-9.dist-info"  # found by its folder's name, as importlib.metadata finds it
+    liar.mkdir()
+    (liar / "METADATA").write_text("Name: something-else\nVersion: 9\n")
+    (second / "legacy-3.1-py3.11.egg-info").write_text("Metadata-Version: 1.0\nName: legacy\nVersion: 3.1\n")
+    monkeypatch.setattr(sys, "path", [str(first), str(second)])
+    found = probe.report(("demo_pkg", "Demo.Pkg", "other", "legacy"))
+    assert found["packages"] == {"demo_pkg": "1.0", "Demo.Pkg": "1.0", "other": "9", "legacy": "3.1"}
+    assert found["packages"] == {n: probe._version(importlib.metadata, n) for n in found["packages"]}

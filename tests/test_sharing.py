@@ -296,3 +296,34 @@ def test_import_lerobot_fsdp_round_trips(tmp_path):
     # and says so; the recipe keeps the ACT part's preset values
     assert "--optimizer.lr=5e-5: ignored by LeRobot under its policy preset" in r.stdout + r.stderr
     assert "--use_policy_training_preset=false" in script and "--optimizer.lr=1e-05" in script
+
+
+def test_a_lock_names_a_commit_only_for_committed_clean_files(tmp_path):
+    from registry.sharing.git import committed
+
+    repo = tmp_path / "repo"
+    (repo / "policy").mkdir(parents=True)
+    git("init", "-q", str(repo), cwd=tmp_path)
+    a, b = repo / "base.yaml", repo / "policy" / "x.yaml"
+    a.write_text("a: 1\n")
+    b.write_text("b: 1\n")
+    (repo / ".gitignore").write_text("ignored.yaml\n")
+    git("add", ".", cwd=repo)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start", cwd=repo)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    assert committed([a, b]) == head and committed([b]) == head
+    b.write_text("b: 2\n")
+    assert committed([a]) == head and committed([a, b]) is None  # modified
+    git("checkout", "-q", "--", str(b), cwd=repo)
+    new, ignored = repo / "policy" / "new.yaml", repo / "ignored.yaml"
+    new.write_text("n: 1\n")
+    ignored.write_text("i: 1\n")
+    assert committed([a, new]) is None and committed([ignored]) is None  # untracked, ignored
+    nested = repo / "vendored"
+    nested.mkdir()
+    git("init", "-q", str(nested), cwd=tmp_path)
+    (nested / "c.yaml").write_text("c: 1\n")
+    git("add", ".", cwd=nested)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c", cwd=nested)
+    assert committed([a, nested / "c.yaml"]) is None  # two work trees: no one commit holds both
+    assert committed([tmp_path / "elsewhere.yaml"]) is None and committed([]) is None

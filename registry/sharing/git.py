@@ -89,17 +89,22 @@ def head(repo: Path) -> str:
     return _git("rev-parse", "HEAD", cwd=repo)
 
 
-def committed(path: Path) -> str | None:
-    """The commit of the work tree holding `path` if the file is committed and unmodified there."""
-    folder = path.parent
+def committed(paths: list[Path]) -> str | None:
+    """The commit of the one work tree holding every path, if each file is committed and
+    unmodified there; None otherwise (no repository, several, or a change). Two git calls
+    whatever the number of files: a launch pays for them before its first rank starts."""
+    if not paths:
+        return None
+    folders = {path.parent for path in paths}
     try:
-        top = _git("rev-parse", "--show-toplevel", cwd=folder)
-        if _git("status", "--porcelain", "--", str(path), cwd=folder):
+        top, commit = _git("rev-parse", "--show-toplevel", "HEAD", cwd=min(folders)).splitlines()
+        # untracked (??) and ignored (!!) files are listed too: only a committed, clean file is silent
+        if _git("status", "--porcelain", "--untracked-files=all", "--ignored", "--", *map(str, paths), cwd=Path(top)):
             return None
-        if not _git("ls-files", "--", str(path), cwd=folder):
-            return None
-        return _git("rev-parse", "HEAD", cwd=Path(top))
-    except RecipeError:
+        if any(_git("rev-parse", "--show-toplevel", cwd=f) != top for f in folders - {min(folders)}):
+            return None  # another work tree (a nested repository) holds some of them
+        return commit
+    except (RecipeError, ValueError):
         return None
 
 
