@@ -323,3 +323,16 @@ def test_accelerate_config_placeholder_names_each_nodes_yaml(tmp_path):
     argv = [line[4:] for line in got.stdout.splitlines()]
     assert argv[-3:] == ["--cfg=accelerate.node-1.yaml", "accelerate.node-1.yaml", "--n=$HOME 2"], argv
     assert (out / "accelerate.node-1.yaml").is_file()
+
+
+def test_the_lock_text_is_the_same_from_libyaml_and_from_python():
+    import yaml
+
+    import importlib
+
+    lock = importlib.import_module("registry.resolve.lock")  # the module, not its lock() the package exports
+    assert lock._DUMPER is yaml.CSafeDumper, "this environment's PyYAML has libyaml"
+    for name in ("pi07/zero2/8xA100", "tiny/ddp/cpu", "act/fsdp/2xH100", "ref-1b/zero3-offload/8xA100"):
+        data = compose(name).data
+        content = {"resolved": data, "long": "word " * 60, "odd": "é\u2028\x85\t'\"", "list": [1.5, None, True]}
+        assert lock.dump(content) == yaml.safe_dump(content, sort_keys=False, width=100), name

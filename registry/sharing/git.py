@@ -91,18 +91,18 @@ def head(repo: Path) -> str:
 
 def committed(paths: list[Path]) -> str | None:
     """The commit of the one work tree holding every path, if each file is committed and
-    unmodified there; None otherwise (no repository, several, or a change). Two git calls
+    unmodified there; None otherwise (no repository, several, or a change). Three git calls
     whatever the number of files: a launch pays for them before its first rank starts."""
     if not paths:
         return None
-    folders = {path.parent for path in paths}
     try:
-        top, commit = _git("rev-parse", "--show-toplevel", "HEAD", cwd=min(folders)).splitlines()
-        # untracked (??) and ignored (!!) files are listed too: only a committed, clean file is silent
-        if _git("status", "--porcelain", "--untracked-files=all", "--ignored", "--", *map(str, paths), cwd=Path(top)):
+        top, commit = _git("rev-parse", "--show-toplevel", "HEAD", cwd=min(p.parent for p in paths)).splitlines()
+        files = [str(p) for p in paths]
+        # every file tracked here (not untracked, ignored, in a nested repository or outside: an
+        # error), and none changed since HEAD, staged or not
+        _git("ls-files", "--error-unmatch", "--", *files, cwd=Path(top))
+        if _git("status", "--porcelain", "--", *files, cwd=Path(top)):
             return None
-        if any(_git("rev-parse", "--show-toplevel", cwd=f) != top for f in folders - {min(folders)}):
-            return None  # another work tree (a nested repository) holds some of them
         return commit
     except (RecipeError, ValueError):
         return None
