@@ -67,5 +67,6 @@ def dump(content: dict) -> str:
 
 
 # libyaml's emitter where it is built (4-5x faster: a launch writes the lock before its first rank
-# starts); it writes the same text as the Python one (tests/test_resolve.py compares them)
+# starts); it writes the same document as the Python one, a long quoted string folded elsewhere
+# (tests/test_resolve.py compares them)
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
