@@ -326,8 +326,6 @@ def test_accelerate_config_placeholder_names_each_nodes_yaml(tmp_path):
 
 
 def test_the_lock_from_libyaml_is_the_document_python_writes():
-    import yaml
-
     import importlib
 
     lock = importlib.import_module("registry.resolve.lock")  # the module, not its lock() the package exports
