@@ -124,13 +124,17 @@ def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path, echo:
     stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {s: signal.signal(s, lambda signum, frame: stop(signum)) for s in stops}
     failure = 0
+    exited = threading.Event()  # a launcher ended: look at once, not at the next tick
+    for p in procs:
+        threading.Thread(target=lambda p=p: (p.wait(), exited.set()), daemon=True).start()
     try:
         while any(p.poll() is None for p in procs):
             for p in procs:
                 if p.returncode not in (None, 0) and not stopping:
                     failure = p.returncode
                     stop(0)  # one node died: the others would wait for it forever
-            time.sleep(0.1)
+            exited.wait(0.1)
+            exited.clear()
         for pump in pumps:
             pump.join()
         _signal_all(procs, signal.SIGKILL)  # no rank outlives its launcher
