@@ -219,10 +219,10 @@ def _fsdp(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict
     P, T = z.params, z.trainable
     sharding = backend.sharding
     shards = _world(recipe) if sharding in ("FULL_SHARD", "SHARD_GRAD_OP") or backend.version == 2 else 1.0
-    if sharding == "HYBRID_SHARD":
+    if sharding in ("HYBRID_SHARD", "HYBRID_SHARD_ZERO2"):
         # within a node; a hardware part without GPUs (an invariant's error) shards over nothing
         shards = max(1.0, _float(recipe.hardware.gpus_per_node))
-    if sharding == "SHARD_GRAD_OP" or shards == 1:
+    if sharding in ("SHARD_GRAD_OP", "HYBRID_SHARD_ZERO2") or shards == 1:
         gathered = P * z.low if z.mixed or shards > 1 else 0.0  # gathered between forward and backward
     elif backend.version == 1:
         # the root stays gathered from forward into backward in fp32 (autocast's copies of it die

@@ -176,3 +176,17 @@ def test_estimate_cli(cli):
     data = json.loads(cli("estimate", "pi07/zero2/8xA100", "--format", "json").stdout)
     assert data["largest_micro_batch"] == 26 and data["fraction"] < 0.9
     assert cli("estimate", "tiny/ddp/cpu").returncode == 1
+
+
+@pytest.mark.parametrize(
+    ("hybrid", "within_node"), [("HYBRID_SHARD", "FULL_SHARD"), ("HYBRID_SHARD_ZERO2", "SHARD_GRAD_OP")]
+)
+def test_hybrid_sharding_shards_within_a_node_as_its_one_node_strategy(hybrid, within_node):
+    """Over 2 nodes of 8, a hybrid strategy keeps per rank what its strategy keeps sharded over the
+    8 GPUs of one node: the nodes hold replicas."""
+    two_nodes = estimate("ref-1b/fsdp/2x8xH100", f"backend.sharding={hybrid}")
+    one_node = estimate("ref-1b/fsdp/8xH100", f"backend.sharding={within_node}")
+    assert two_nodes.breakdown == pytest.approx(one_node.breakdown)
+    assert two_nodes.breakdown != pytest.approx(
+        estimate("ref-1b/fsdp/2x8xH100", f"backend.sharding={within_node}").breakdown
+    )

@@ -409,3 +409,12 @@ def test_the_deepspeed_config_placeholder_needs_a_deepspeed_backend(backend, val
     assert (not found) is valid, [p.render() for p in found]
     if not valid:
         assert "deepspeed_config placeholder" in found[0].message and found[0].path == "trainer.command.args.0"
+
+
+def test_the_hybrid_one_node_rule_covers_both_hybrid_strategies():
+    for strategy, valid in (("HYBRID_SHARD_ZERO2", False), ("SHARD_GRAD_OP", True)):
+        recipe = compose("act/fsdp/2xH100", [f"backend.sharding={strategy}"])
+        rules = {p.rule for p in validate(recipe.data, recipe.origins) if p.is_error}
+        assert ("fsdp-hybrid-one-node" not in rules) == valid, strategy
+    recipe = compose("act/fsdp/2x8xH100", ["backend.sharding=HYBRID_SHARD_ZERO2"])
+    assert not [p for p in validate(recipe.data, recipe.origins) if p.is_error]
