@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from registry.compose import catalog
-from registry.doc import MISSING, lookup
+from registry.doc import MISSING, join, lookup, split
 from registry.errors import RecipeError
 from registry.files import SCHEMA_DIR
 from registry.load import load_json
@@ -98,8 +98,40 @@ def read(setup: Setup) -> Imported:
             "policy: no trainer config names it; policy.type is unknown and the recipe has no sizes, so the"
             " memory estimate is skipped (--trainer, or --policy to extend a bundled part)"
         )
+    if part:
+        _unset_what_the_trainer_cannot_take(recipe, part, notes)
     finish(recipe, notes)
     return Imported(recipe, part, notes, origin)
+
+
+def _unset_what_the_trainer_cannot_take(recipe: dict, part: str, notes: Notes) -> None:
+    """A bundled policy part written for one trainer may set fields another has no counterpart for
+    (OpenTau's pi05 part, extended by LeRobot's pi05, sets attention_implementation). The team did
+    not set them: they are reset to null (the trainer's own default) in the imported recipe, with a
+    note, rather than refused as the team's (`TRAINER-not-applicable`, docs/failure-modes.md §31)."""
+    from registry.load import load_cached
+    from registry.names import parse
+    from registry.sharing import sources
+    from registry.validate.checks import changed
+    from registry.validate.schemas import computed_rules
+
+    kind = lookup(recipe, "trainer.kind")
+    rule = next((r for r in computed_rules() if r.get("id") == f"{kind}-not-applicable"), None)
+    found = sources.find(parse(f"policy/{part}"))
+    if rule is None or found is None:
+        return
+    layer = load_cached(found).data
+    for dotted in rule["fields"]:
+        for path, value in changed(lookup(layer, dotted), split(dotted)):
+            if lookup(recipe, join(path)) is not MISSING:
+                continue  # the team's own value: validation judges it
+            node = recipe
+            for key in path[:-1]:
+                node = node.setdefault(key, {})
+            node[path[-1]] = None
+            notes.append(
+                f"{join(path)}: the {part} part's {value!r} has no {kind} counterpart; null here (the trainer's own)"
+            )
 
 
 def _sharded_save(recipe: dict, notes: Notes) -> None:
