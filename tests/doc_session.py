@@ -172,7 +172,9 @@ def check(document: Path, folder: Path) -> tuple[list[str], Session]:
         if done.returncode != 0:
             problems.append(f"{name}:{step.line}: `{step.command}` exited {done.returncode}:\n{done.stdout}")
         elif not matches(step.expected, done.stdout, step.measured):
-            problems.append(f"{name}:{step.line}: `{step.command}` printed (the document shows otherwise):\n{done.stdout}")
+            problems.append(
+                f"{name}:{step.line}: `{step.command}` printed (the document shows otherwise):\n{done.stdout}"
+            )
     return problems, session
 
 

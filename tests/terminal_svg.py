@@ -17,7 +17,7 @@ import textwrap
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from doc_session import ROOT, Session, steps  # noqa: E402
+from doc_session import ROOT, Session, steps
 
 README = ROOT / "README.md"
 PICTURE = ROOT / "docs" / "images" / "quick-look.svg"

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-
+from conftest import cell_names
 from doc_session import ROOT, check, matches, steps
 from terminal_svg import PICTURE, picture_steps, recorded, svg
 
@@ -130,11 +130,12 @@ def _quoted(pattern: re.Pattern) -> list[tuple[str, re.Match]]:
     return [(p.name, m) for p in pages if p.name != "failure-modes.md" for m in pattern.finditer(_prose(p))]
 
 
-def test_the_cell_count_the_docs_quote_is_the_registry_s(matrix):
+def test_the_cell_count_the_docs_quote_is_the_registry_s():
+    cells = len(cell_names())
     quoted = _quoted(CELLS)
     assert quoted, "docs/recipes.md states how many cells the bundled parts make"
-    wrong = [f"{name}: {m.group(0)}" for name, m in quoted if int(m.group(1).replace(",", "")) != len(matrix)]
-    assert not wrong, f"the bundled parts make {len(matrix):,} cells: {wrong}"
+    wrong = [f"{name}: {m.group(0)}" for name, m in quoted if int(m.group(1).replace(",", "")) != cells]
+    assert not wrong, f"the bundled parts make {cells:,} cells: {wrong}"
 
 
 def test_the_catalog_figures_the_docs_quote_are_the_built_site_s(tutorial_session):
@@ -142,7 +143,11 @@ def test_the_catalog_figures_the_docs_quote_are_the_built_site_s(tutorial_sessio
     pages, mb = tutorial_session["pages"], tutorial_session["mb"]
     quoted = _quoted(SITE)
     assert quoted and pages
-    wrong = [f"{name}: {m.group(0)}" for name, m in quoted if (int(m.group(1).replace(",", "")), int(m.group(2))) != (pages, mb)]
+    wrong = [
+        f"{name}: {m.group(0)}"
+        for name, m in quoted
+        if (int(m.group(1).replace(",", "")), int(m.group(2))) != (pages, mb)
+    ]
     assert not wrong, f"the bundled catalog is {pages} pages, {mb} MB: {wrong}"
 
 
