@@ -104,7 +104,11 @@ def test_the_readme_stays_a_front_door():
     text = README.read_text()
     assert len(text.splitlines()) <= 200
     linked = set(re.findall(r"\]\(docs/([\w-]+\.md)", text))
-    assert {p.name for p in DOCS.glob("*.md")} <= linked, "every docs/ page is linked from the README"
+    pages = {p.name for p in DOCS.glob("*.md")}
+    assert pages <= linked, "every docs/ page is linked from the README"
+    assert linked <= pages, f"the README links pages that do not exist: {sorted(linked - pages)}"
+    tutorial_links = set(re.findall(r"\]\(([\w-]+\.md)", TUTORIAL.read_text()))
+    assert tutorial_links <= pages, sorted(tutorial_links - pages)
 
 
 def test_the_picture_is_the_readme_session():
