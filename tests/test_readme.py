@@ -184,3 +184,14 @@ def test_a_session_is_parsed_with_its_here_documents():
         ("cat > f <<'EOF'\na: 1\nEOF", [], True),
         ("echo hi", ["hi"], True),
     ]
+
+
+def test_a_session_reports_what_differs_and_what_fails(tmp_path):
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        '```console\n$ echo hi\nhi\n$ echo hi\nbye\n$ false\n$ false; echo "exit: $?"\nexit: 1\n'
+        "$ echo $HOME\n" + str(tmp_path / "session" / "home") + "\n```\n"
+    )
+    problems, _ = check(doc, tmp_path / "session")
+    assert len(problems) == 2, problems
+    assert "doc.md:4: `echo hi` printed" in problems[0] and "doc.md:6: `false` exited 1" in problems[1]
