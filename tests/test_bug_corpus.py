@@ -129,3 +129,32 @@ def test_every_rule_added_for_the_corpus_has_its_case():
         "lerobot-diffusion-horizon",
     }
     assert added <= named, added - named
+
+
+AREA_LABELS = {
+    "deepspeed": "DeepSpeed",
+    "accelerate": "accelerate",
+    "multinode": "multi-node",
+    "hardware": "hardware and precision",
+    "fsdp": "FSDP",
+    "lerobot": "LeRobot",
+    "opentau": "OpenTau",
+}
+
+
+def test_the_figures_the_docs_quote_are_the_corpus_s():
+    """docs/rules.md's table and totals and the README's summary are this corpus's counts: a case
+    added or a miss fixed fails here until the text follows."""
+    root = BUGS.parent.parent.parent
+    rules_page = (root / "docs" / "rules.md").read_text()
+    readme = (root / "README.md").read_text()
+    total = len(CASES)
+    caught = sum(c.get("caught", True) for c in CASES.values())
+    assert f"{total} minimal configurations" in rules_page
+    assert f"**{caught} of {total} are caught before launch" in rules_page
+    assert f"Against {total} mistakes taken from public bug reports, {caught} are caught" in " ".join(readme.split())
+    for area, label in AREA_LABELS.items():
+        cases = [c for c in CASES.values() if c["area"] == area]
+        row = f"| {label} | {len(cases)} | {sum(c.get('caught', True) for c in cases)} |"
+        assert row in rules_page, row
+    assert set(AREA_LABELS) == {c["area"] for c in CASES.values()}

@@ -234,3 +234,11 @@ def test_import_writes_its_notes_into_the_recipe(tmp_path):
     assert "#   - policy: no trainer config names it; policy.type is unknown" in text
     assert "policy:\n  type: unknown" in text and r.returncode == 0, r.stdout + r.stderr
     assert "warning[memory-fit] policy.memory: not checked" in r.stdout
+
+
+def test_the_figures_the_docs_quote_are_the_corpus_s():
+    """docs/rules.md's count of configurations and of the projects they come from is this manifest's."""
+    repos = {e["repo"] for e in ENTRIES.values()}
+    repos |= {s["repo"] for e in ENTRIES.values() for s in (e.get("sources") or {}).values()}
+    page = " ".join((Path(__file__).parent.parent / "docs" / "rules.md").read_text().split())
+    assert f"on {len(ENTRIES)} configurations from {len(repos)} public projects" in page

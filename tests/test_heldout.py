@@ -304,18 +304,18 @@ def test_a_tune_point_is_predicted_as_it_was_composed(grid):
 
 
 def test_the_figures_users_read_are_the_reports():
-    """`recipe estimate --help` and the README quote benchmarks/results/heldout.json: a new
+    """`recipe estimate --help` and docs/estimator.md quote benchmarks/results/heldout.json: a new
     measurement that changes them fails here until the text follows."""
     from registry.commands.estimate import EXAMPLES
 
     report = json.loads((ROOT / "benchmarks" / "results" / "heldout.json").read_text())
-    readme = (ROOT / "README.md").read_text()
+    page = (ROOT / "docs" / "estimator.md").read_text()
     for group, label in (("accumulation 1", "accumulation 1:  "), ("accumulation > 1", "accumulation 2-8:")):
         g = report["groups"][group]
         line = f"{label} {g['count']} points, median {g['median']:.1%}, worst {g['worst']:.1%}"
         assert line in EXAMPLES
         row = f"| {g['count']} | {g['median']:.1%} | {g['worst']:.1%} (over) | {g['under_predicted']} of {g['count']} |"
-        assert row in readme, row
+        assert row in page, row
         assert g["under_5_percent"] == 0
 
 

@@ -152,9 +152,10 @@ def test_the_default_scan_can_fail():
     assert literal_default_reads('x = doc["train"].get("seed")', {"seed"}) == []
 
 
-def test_readme_layout_names_every_entry():
-    readme = (PACKAGE.parent / "README.md").read_text()
-    layout = readme[readme.index("## Layout") :]
+def test_design_layout_names_every_entry():
+    design = (PACKAGE.parent / "docs" / "design.md").read_text()
+    start = design.index("## Layout")
+    layout = design[start : design.index("\n## ", start + 1)]
     entries = [p.name for p in PACKAGE.iterdir() if p.name != "__pycache__" and not p.name.startswith(".")]
     missing = [e for e in entries if (e + "/" if (PACKAGE / e).is_dir() else e) not in layout]
     assert not missing, missing

@@ -327,7 +327,7 @@ def test_bad_slurm_fields_are_one_clear_line(override, rule):
 
 
 def test_readme_example(tmp_path):
-    """README's cluster example resolves (the CLI, as a user types it)."""
+    """docs/clusters.md's Slurm example resolves (the CLI, as a user types it)."""
     r = run_cli("resolve", "pi07/zero2/2x8xH100", "launch.launcher=slurm", "-o", "run", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     sbatch = (tmp_path / "run" / "slurm.sbatch").read_text()

@@ -237,7 +237,7 @@ def parts() -> list[list]:
 
 
 # --- STATUS, cached ------------------------------------------------------------------------
-# Validating all 936 cells takes seconds; an entry's status depends only on the files it
+# Validating every cell takes seconds; an entry's status depends only on the files it
 # composes, the schemas, the team rules and the code, so it is kept per entry with each input's
 # stamp, and the whole cache is dropped when the code, the schemas, the catalog, an index, a
 # source's rules/*.json (or where they apply) or the set of files changes (a new file may change

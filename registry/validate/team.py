@@ -181,7 +181,7 @@ def _load(path: Path, stamp: tuple[int, int]) -> tuple[tuple[str, dict], ...]:
     except ValueError as e:
         where = f"{shown}:{getattr(e, 'lineno', 1)}:{getattr(e, 'colno', 1)}"
         raise RecipeError.at(where, "rule-file", f"not JSON: {getattr(e, 'msg', e)}") from None
-    hint = 'a rule file is {"x-invariants": [RULE, ...]} (README.md, "Team rules")'
+    hint = 'a rule file is {"x-invariants": [RULE, ...]} (docs/rules.md §team-rules)'
     if not isinstance(doc, dict) or not isinstance(doc.get("x-invariants"), list):
         raise RecipeError.at(shown, "rule-file", "holds no x-invariants list", hint=hint)
     extra = sorted(set(doc) - _TOP_KEYS)
