@@ -337,3 +337,14 @@ def test_the_lock_from_libyaml_is_the_document_python_writes():
         # the same document; the two emitters fold a long quoted string at other places
         assert yaml.safe_load(text) == yaml.safe_load(yaml.safe_dump(content, sort_keys=False, width=100)) == content
         assert lock.dump(yaml.safe_load(text)) == text, name  # read back and dumped again: unchanged
+
+
+def test_a_cpu_recipe_hides_the_hosts_gpus_from_its_ranks():
+    """On a GPU host a CPU recipe's gloo barrier would land on GPU `local rank` (invalid past the
+    host's count) and its ranks would hold GPU memory: launch.sh hides the GPUs (failure-modes §25)."""
+    hidden = "export CUDA_VISIBLE_DEVICES=''"
+    assert hidden in resolve(compose("tiny/ddp/cpu")).files["launch.sh"]
+    assert hidden in resolve(compose("tiny/zero2/cpu")).files["launch.sh"]
+    assert "CUDA_VISIBLE_DEVICES" not in resolve(compose("tiny/ddp/2xH100")).files["launch.sh"]
+    own = resolve(compose("tiny/ddp/cpu", ["env.CUDA_VISIBLE_DEVICES=0"])).files["launch.sh"]
+    assert hidden not in own and "export CUDA_VISIBLE_DEVICES=0" in own

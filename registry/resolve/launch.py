@@ -88,6 +88,10 @@ def script(doc: dict, inv: Invocation) -> str:
     ]
     for key, value in recipe.env.items():
         lines.append(f"export {key}={shlex.quote(str(value))}")
+    if recipe.hardware.gpu is None and "CUDA_VISIBLE_DEVICES" not in recipe.env:
+        # a CPU recipe on a GPU host: torch's gloo barrier would pick each rank's GPU by its local
+        # rank (invalid ordinal past the host's count), and ranks would hold GPU memory (§25)
+        lines.append("export CUDA_VISIBLE_DEVICES=''  # a CPU recipe: its ranks use no GPU of this host")
     python = trainer_python(recipe)
     if python:
         lines.append(f'export PATH={shlex.quote(os.path.dirname(python))}:"$PATH"  # the trainer\'s environment')
