@@ -49,9 +49,18 @@ def test_show_origin(cli):
 def test_list(cli):
     r = cli("list")
     assert r.returncode == 0 and "untuned cells not shown" in r.stdout
-    assert r.stdout.splitlines()[0].split() == ["NAME", "VERSION", "SOURCE", "TUNED", "STATUS", "SHADOWS", "SUMMARY"]
+    assert r.stdout.splitlines()[0].split() == [
+        "NAME",
+        "VERSION",
+        "SOURCE",
+        "TUNED",
+        "STATUS",
+        "REASON",
+        "SHADOWS",
+        "SUMMARY",
+    ]
     zero2 = next(line for line in r.stdout.splitlines() if line.startswith("pi07/zero2/8xA100 "))
-    assert zero2.split()[:6] == ["pi07/zero2/8xA100", "1", "bundled", "tuned", "valid", "-"]
+    assert zero2.split()[:7] == ["pi07/zero2/8xA100", "1", "bundled", "tuned", "valid", "-", "-"]
     r = cli("list", "--policy", "act", "--hardware", "2xH100")
     assert "act/fsdp2/2xH100" in r.stdout and len(r.stdout.splitlines()) == 9
     assert cli("list", "--policy", "nope").returncode == 2

@@ -54,7 +54,16 @@ def test_team_override_agrees_in_list_show_and_estimate(team):
     assert listed["source"] == "team-a" and listed["shadows"] == ["bundled"] and listed["tuned"] is True
     assert listed["summary"] == "team-a's pi07, micro batch 16" and listed["version"] is None
     table = run_cli("list", "--policy", "pi07", "--backend", "zero2", "--hardware", "8xA100", env=env).stdout
-    assert table.splitlines()[0].split() == ["NAME", "VERSION", "SOURCE", "TUNED", "STATUS", "SHADOWS", "SUMMARY"]
+    assert table.splitlines()[0].split() == [
+        "NAME",
+        "VERSION",
+        "SOURCE",
+        "TUNED",
+        "STATUS",
+        "REASON",
+        "SHADOWS",
+        "SUMMARY",
+    ]
     assert table.splitlines()[1].split()[:3] == [CELL, "-", "team-a"] and "bundled" in table.splitlines()[1]
     shown = yaml.safe_load(run_cli("show", CELL, env=env).stdout)
     assert shown["train"]["micro_batch_size"] == 16 and shown["recipe"]["summary"] == listed["summary"]

@@ -25,7 +25,7 @@ examples:
   recipe list --versions --format json
 """
 
-HEADER = ["NAME", "VERSION", "SOURCE", "TUNED", "STATUS", "SHADOWS", "SUMMARY"]
+HEADER = ["NAME", "VERSION", "SOURCE", "TUNED", "STATUS", "REASON", "SHADOWS", "SUMMARY"]
 
 
 def register(subparsers) -> None:
@@ -104,6 +104,8 @@ def _json(e: listing.Entry) -> dict:
         "source": e.source,
         "tuned": e.tuned,
         "status": e.status,
+        # why it is invalid: each error's rule and message (docs/design.md, "Fixes")
+        "reasons": [{"rule": rule, "message": message} for rule, message in e.reasons],
         "shadows": e.shadows,
         "summary": e.summary,
     }
@@ -116,6 +118,7 @@ def _row(e: listing.Entry) -> list[str]:
         e.source,
         "tuned" if e.tuned else "-",
         e.status,
+        ", ".join(dict.fromkeys(rule for rule, _ in e.reasons)) or "-",
         ", ".join(e.shadows) or "-",
         e.summary,
     ]

@@ -41,6 +41,7 @@ class Recipe:
     inputs: list[Path] = field(default_factory=list)  # files merged, in order
     overrides: list[str] = field(default_factory=list)
     tuned: bool = False
+    fixed: list[str] = field(default_factory=list)  # rules whose fix composition applied
 
 
 def compose(target: str, overrides: list[str] | None = None) -> Recipe:
@@ -55,8 +56,13 @@ def compose(target: str, overrides: list[str] | None = None) -> Recipe:
     origins.setdefault(("recipe",), "composed")
     origins.setdefault(("recipe", "name"), "composed")
     catalog.expand_gpu(data, origins)
+    # The settings a backend or GPU needs, where only the parts said otherwise; a rule declares
+    # its fix (registry/validate/fixes.py), so the import runs against the pipeline's direction.
+    from registry.validate import fixes
+
+    fixed = fixes.apply(data, origins)
     data = {k: data[k] for k in sorted(data, key=_section_order)}
-    return Recipe(plan.name, data, origins, plan.inputs, plan.overrides.text, plan.tuned)
+    return Recipe(plan.name, data, origins, plan.inputs, plan.overrides.text, plan.tuned, fixed)
 
 
 SECTION_ORDER = ("recipe", "trainer", "policy", "dataset", "backend", "hardware", "train", "env", "launch", "results")
