@@ -141,8 +141,8 @@ def test_hardware_check_on_a_cpu_host(tmp_path, standin):
 
 def test_invalid_recipe_is_not_launched(tmp_path, standin):
     env, out = standin
-    r = run_cli("run", "pi07/zero3/8xA100", "--allow-hardware-mismatch", "--output-dir", str(tmp_path / "run"), env=env)
-    assert r.returncode == 1 and "zero3-torch-checkpointing" in r.stderr
+    r = run_cli("run", "act/zero2/8xA100", "--allow-hardware-mismatch", "--output-dir", str(tmp_path / "run"), env=env)
+    assert r.returncode == 1 and "lerobot-no-deepspeed" in r.stderr
     assert not (out / "argv").exists() and not (tmp_path / "run").exists()
 
 

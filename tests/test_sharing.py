@@ -138,7 +138,7 @@ def test_publish_never_overwrites(tmp_path, team_a):
     r = run_cli("publish", "tiny/ddp/cpu", "--replace", "--to", "team-a", env=a)
     assert r.returncode == 2 and "never overwritten" in r.stderr
     assert target.with_name("2.yaml").read_text() == "someone else's file\n"
-    assert run_cli("publish", "pi07/zero3/8xA100", "--to", "team-a", env=a).returncode == 1  # invalid: not published
+    assert run_cli("publish", "act/zero2/8xA100", "--to", "team-a", env=a).returncode == 1  # invalid: not published
     assert run_cli("publish", "tiny/ddp/cpu", "--to", "bundled", env=a).returncode == 2
     assert run_cli("publish", "tiny/ddp/cpu", "--to", "nowhere", env=a).returncode == 2
 

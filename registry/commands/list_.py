@@ -17,6 +17,8 @@ from registry.sharing import listing, sources
 
 NAME = "list"
 HELP = "list recipes from every source, with their version, source and validity"
+# `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
+EXIT_CODES = {0: "listed (invalid recipes are rows with their reasons, not a failure)"}
 EXAMPLES = """\
 examples:
   recipe list --policy pi07
@@ -43,7 +45,11 @@ def register(subparsers) -> None:
 
 def add_finding_arguments(p) -> None:
     """Arguments `list` and `search` share."""
-    p.add_argument("--valid", action="store_true", help="only recipes that validate (warnings allowed)")
+    p.add_argument(
+        "--valid",
+        action="store_true",
+        help="only recipes without errors: STATUS valid or warnings (rows with warnings are kept)",
+    )
     p.add_argument("--versions", action="store_true", help="every published version, and shadowed recipes too")
     p.add_argument("--format", choices=("table", "json"), default="table")
 

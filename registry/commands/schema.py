@@ -8,6 +8,8 @@ from registry.errors import Exit
 
 NAME = "schema"
 HELP = "print the joined JSON Schema of a recipe file"
+# `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
+EXIT_CODES = {0: "printed or written"}
 EXAMPLES = """\
 example:
   recipe schema > recipe.schema.json

@@ -15,6 +15,7 @@ import json
 from functools import cache
 
 from registry.doc import MISSING, USER_LAYER, lookup, rank, split
+from registry.errors import RecipeError
 from registry.files import SCHEMA_DIR
 from registry.load import display_path
 
@@ -36,12 +37,15 @@ def apply(data: dict, origins: dict) -> list[str]:
     """Apply every fix a composed document qualifies for, in place (values and origins); the ids
     of the rules whose fixes were applied. One fix may make another rule apply (a V100's fp16
     under FSDP), so the rules are tried again until none changes the document."""
-    rules = fix_rules()
-    if not rules:
-        return []
     from registry.validate.schemas import validator
 
-    check = validator()
+    try:
+        rules = fix_rules()
+        check = validator()
+    except RecipeError:
+        return []  # a malformed schema file: validation reports it, in one line
+    if not rules:
+        return []
     applied: list[str] = []
     for _ in range(len(rules)):
         changed = False
