@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, run_cli
+from conftest import run_cli
 
 DATA = Path(__file__).parent / "data"
 GIT_ENV = {
@@ -184,7 +184,7 @@ def test_cp_extends_the_original(tmp_path):
     text = dest.read_text()
     assert "extends: [pi07/zero2/8xA100]" in text.splitlines()
     schema = text.splitlines()[0].split("$schema=")[1]
-    assert (dest.parent / schema).resolve() == (ROOT / "schemas" / "recipe.schema.json").resolve()
+    assert schema == "recipe.schema.json" and (dest.parent / schema).is_file()  # beside it, not in the package
     original = yaml.safe_load(run_cli("show", "pi07/zero2/8xA100").stdout)
     copied = yaml.safe_load(run_cli("show", str(dest)).stdout)
     # its own name; the original's version, tuned tag, summary and results stay with the original
