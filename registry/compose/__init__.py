@@ -10,7 +10,6 @@ Every key keeps the 'file:line:column' of the layer that set it last.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from pathlib import Path, PurePosixPath
 
@@ -18,7 +17,7 @@ from registry import names
 from registry.compose import catalog, hardware
 from registry.compose.overrides import Overrides
 from registry.compose.overrides import parse as parse_overrides
-from registry.doc import BASE_LAYER, PART_LAYER, RECIPE_LAYER, USER_LAYER, Origins, exists, leaves, merge
+from registry.doc import BASE_LAYER, PART_LAYER, RECIPE_LAYER, USER_LAYER, Origins, Recipe, exists, leaves, merge
 from registry.errors import RecipeError
 from registry.load import Loaded, display_path, load_resolved
 from registry.names import AXES, Name
@@ -31,17 +30,6 @@ MAX_EXTENDS_DEPTH = 64
 # Sections that describe one file, not what it extends: a recipe that extends a tuned recipe
 # is a new recipe, and the parent's measured results do not describe it.
 OWN_SECTIONS = ("recipe", "results")
-
-
-@dataclass
-class Recipe:
-    name: str
-    data: dict
-    origins: dict[tuple, str]
-    inputs: list[Path] = field(default_factory=list)  # files merged, in order
-    overrides: list[str] = field(default_factory=list)
-    tuned: bool = False
-    fixed: list[str] = field(default_factory=list)  # rules whose fix composition applied
 
 
 def compose(target: str, overrides: list[str] | None = None) -> Recipe:
