@@ -6,7 +6,9 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 MISSING = object()
 # `{dotted.path}` in a rule's message or hint and in a command trainer's argument templates
@@ -46,6 +48,20 @@ def origin_of(origins: dict, path: tuple) -> str | None:
         if found:
             return found
     return None
+
+
+@dataclass
+class Recipe:
+    """A composed recipe (registry/compose): its document, each value's origin, and what made it.
+    Kept here, below composition, so that resolution and validation name it without composing."""
+
+    name: str
+    data: dict
+    origins: dict[tuple, str]
+    inputs: list[Path] = field(default_factory=list)  # files merged, in order
+    overrides: list[str] = field(default_factory=list)
+    tuned: bool = False
+    fixed: list[str] = field(default_factory=list)  # rules whose fix composition applied
 
 
 # A layer's standing when one problem involves values set in several layers: the highest is

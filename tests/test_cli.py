@@ -23,12 +23,12 @@ def test_validate_override_names_other_field(cli):
 def test_validate_exit_codes(cli, tmp_path):
     assert cli("validate", "tiny/ddp/cpu").returncode == 0
     assert cli("validate", "act/fsdp/2xH100").returncode == 0  # a warning does not fail
-    assert cli("validate", "pi07/zero3/8xA100").returncode == 1
+    assert cli("validate", "act/zero2/8xA100").returncode == 1
     assert cli("validate", "pi07/zero2/9xZ100").returncode == 2  # 9xA100 is a generated name
     assert cli("validate").returncode == 2
     assert cli("validate", "--all", "tiny/ddp/cpu").returncode == 2
     assert cli("bogus-verb").returncode == 2
-    mixed = cli("validate", "tiny/ddp/cpu", "pi07/zero3/8xA100", "nope/x/y")
+    mixed = cli("validate", "tiny/ddp/cpu", "act/zero2/8xA100", "nope/x/y")
     assert mixed.returncode == 2 and "tiny/ddp/cpu: valid" in mixed.stderr
 
 
@@ -49,9 +49,18 @@ def test_show_origin(cli):
 def test_list(cli):
     r = cli("list")
     assert r.returncode == 0 and "untuned cells not shown" in r.stdout
-    assert r.stdout.splitlines()[0].split() == ["NAME", "VERSION", "SOURCE", "TUNED", "STATUS", "SHADOWS", "SUMMARY"]
+    assert r.stdout.splitlines()[0].split() == [
+        "NAME",
+        "VERSION",
+        "SOURCE",
+        "TUNED",
+        "STATUS",
+        "REASON",
+        "SHADOWS",
+        "SUMMARY",
+    ]
     zero2 = next(line for line in r.stdout.splitlines() if line.startswith("pi07/zero2/8xA100 "))
-    assert zero2.split()[:6] == ["pi07/zero2/8xA100", "1", "bundled", "tuned", "valid", "-"]
+    assert zero2.split()[:7] == ["pi07/zero2/8xA100", "1", "bundled", "tuned", "valid", "-", "-"]
     r = cli("list", "--policy", "act", "--hardware", "2xH100")
     assert "act/fsdp2/2xH100" in r.stdout and len(r.stdout.splitlines()) == 9
     assert cli("list", "--policy", "nope").returncode == 2

@@ -175,7 +175,7 @@ def test_estimate_cli(cli):
         assert part in r.stdout
     data = json.loads(cli("estimate", "pi07/zero2/8xA100", "--format", "json").stdout)
     assert data["largest_micro_batch"] == 26 and data["fraction"] < 0.9
-    assert cli("estimate", "tiny/ddp/cpu").returncode == 1
+    assert cli("estimate", "tiny/ddp/cpu").returncode == 0  # a note: nothing to estimate on CPU (test_messages.py)
 
 
 @pytest.mark.parametrize(

@@ -4,11 +4,14 @@ estimate agree; `recipe cp` makes a recipe of its own; publishing a file never s
 
 import json
 import os
+import shutil
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
 from conftest import ROOT, run_cli
+from jsonschema import Draft202012Validator
 
 CELL = "pi07/zero2/8xA100"
 BINDING = "# yaml-language-server: $schema="
@@ -54,7 +57,16 @@ def test_team_override_agrees_in_list_show_and_estimate(team):
     assert listed["source"] == "team-a" and listed["shadows"] == ["bundled"] and listed["tuned"] is True
     assert listed["summary"] == "team-a's pi07, micro batch 16" and listed["version"] is None
     table = run_cli("list", "--policy", "pi07", "--backend", "zero2", "--hardware", "8xA100", env=env).stdout
-    assert table.splitlines()[0].split() == ["NAME", "VERSION", "SOURCE", "TUNED", "STATUS", "SHADOWS", "SUMMARY"]
+    assert table.splitlines()[0].split() == [
+        "NAME",
+        "VERSION",
+        "SOURCE",
+        "TUNED",
+        "STATUS",
+        "REASON",
+        "SHADOWS",
+        "SUMMARY",
+    ]
     assert table.splitlines()[1].split()[:3] == [CELL, "-", "team-a"] and "bundled" in table.splitlines()[1]
     shown = yaml.safe_load(run_cli("show", CELL, env=env).stdout)
     assert shown["train"]["micro_batch_size"] == 16 and shown["recipe"]["summary"] == listed["summary"]
@@ -290,4 +302,44 @@ def test_import_writes_the_schema_line(tmp_path):
     )
     assert r.returncode == 0, r.stdout + r.stderr
     schema = dest.read_text().splitlines()[0].removeprefix(BINDING)
-    assert (dest.parent / schema).resolve() == (ROOT / "schemas" / "recipe.schema.json").resolve()
+    assert schema == "recipe.schema.json" and json.loads((tmp_path / schema).read_text())["$id"] == schema
+    assert_travels(tmp_path, dest)
+
+
+def assert_travels(folder, recipe_file):
+    """Copied elsewhere, the folder's recipe file still binds to a schema that exists, and that
+    schema (self-contained) reads the file: an unknown top-level key is an error there too."""
+    moved = folder.parent / f"{folder.name}-moved"
+    shutil.copytree(folder, moved)
+    shutil.rmtree(folder)
+    try:
+        copied = moved / recipe_file.relative_to(folder)
+        line = copied.read_text().splitlines()[0]
+        assert line.startswith(BINDING) and not Path(line.removeprefix(BINDING)).is_absolute()
+        schema = json.loads((copied.parent / line.removeprefix(BINDING)).read_text())
+        check = Draft202012Validator(schema)
+        assert not list(check.iter_errors(yaml.safe_load(copied.read_text())))
+        assert list(check.iter_errors({**yaml.safe_load(copied.read_text()), "trian": {}}))
+    finally:
+        shutil.copytree(moved, folder)
+
+
+def test_cp_binds_a_schema_that_travels_with_the_source(tmp_path, team):
+    root, env = team
+    r = run_cli("cp", CELL, "exp/deep/pi07-fast", "--to", "team-a", env=env)
+    assert r.returncode == 0, r.stderr
+    copied = root / "exp" / "deep" / "pi07-fast.yaml"
+    assert copied.read_text().startswith(f"{BINDING}../../recipe.schema.json\n")  # the source's root
+    assert "written by recipe " in json.loads((root / "recipe.schema.json").read_text())["$comment"]
+    assert_travels(root, copied)
+    # a folder outside every source: the schema beside the file
+    r = run_cli("cp", CELL, "mine.yaml", cwd=tmp_path, env=env)
+    assert r.returncode == 0 and (tmp_path / "mine.yaml").read_text().startswith(f"{BINDING}recipe.schema.json\n")
+    # a file of that name this tool did not write is left alone
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "recipe.schema.json").write_text("{}")
+    r = run_cli("cp", CELL, "other/x.yaml", cwd=tmp_path, env=env)
+    assert r.returncode == 2 and "is not a schema recipe wrote; not replaced" in r.stderr
+    assert (tmp_path / "other" / "recipe.schema.json").read_text() == "{}" and not (
+        tmp_path / "other" / "x.yaml"
+    ).exists()

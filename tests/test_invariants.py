@@ -81,7 +81,7 @@ CASES = {
         ["policy.dtype=bfloat16", "train.master_weights=false"],
         ["policy.dtype=bfloat16"],
     ),
-    "bf16-compute-capability": ("act/ddp/8xV100", [], ["backend.mixed_precision=fp16"]),
+    "bf16-compute-capability": ("act/ddp/8xV100", ["backend.mixed_precision=bf16"], ["backend.mixed_precision=fp16"]),
     "fp8-compute-capability": (
         "act/ddp/8xA100",
         ["backend.mixed_precision=fp8"],

@@ -77,13 +77,17 @@ def test_values_all_in_the_package_point_at_the_most_specific_layer(tmp_path):
 
 
 def test_a_rule_the_user_touched_none_of_stays_where_it_was(tmp_path):
-    """A swap makes ZeRO-3 with the overlay's gradient checkpointing; the user's file sets neither."""
+    """A swap puts act's n_obs_steps against the overlay's n_obs_history; the user's file sets neither."""
     my = _mine(tmp_path, "extends: [pi07/zero2/8xA100]\ntrain: {steps: 10}\n")
-    r = run_cli("validate", str(my), "backend=zero3")
-    line = next(x for x in r.stdout.splitlines() if "zero3-torch-checkpointing" in x)
-    assert line.startswith(f"{OVERLAY}:11:3: error[zero3-torch-checkpointing] policy.gradient_checkpointing:"), line
-    assert line.count(" set at ") == 1 and "backend.zero_stage set at recipes/backend/zero3.yaml" in line
-    # two parts: a tie keeps the rule's own path
+    r = run_cli("validate", str(my), "policy=act")
+    line = next(x for x in r.stdout.splitlines() if "error[obs-history]" in x)
+    assert line.startswith(f"{OVERLAY}:16:3: error[obs-history] policy.n_obs_steps:"), line
+    assert "policy.n_obs_steps set at recipes/policy/act.yaml:" in line
+    # two parts: a tie keeps the rule's own path (the part's value put back: composition fixes it)
     parts = _mine(tmp_path, "extends: [policy/pi07, backend/zero3, hardware/8xA100]\n", "parts.yaml")
-    line = next(x for x in run_cli("validate", str(parts)).stdout.splitlines() if "zero3-torch-checkpointing" in x)
-    assert line.startswith("recipes/policy/pi07.yaml:"), line
+    recipe = compose(str(parts))
+    assert recipe.fixed == ["zero3-torch-checkpointing"]
+    recipe.data["policy"]["gradient_checkpointing"] = True
+    recipe.origins[("policy", "gradient_checkpointing")] = "recipes/policy/pi07.yaml:14:3"
+    (p,) = [p for p in validate(recipe.data, recipe.origins) if p.rule == "zero3-torch-checkpointing"]
+    assert p.origin == "recipes/policy/pi07.yaml:14:3" and p.related[0][1].startswith("recipes/backend/zero3.yaml:")

@@ -141,8 +141,8 @@ def test_hardware_check_on_a_cpu_host(tmp_path, standin):
 
 def test_invalid_recipe_is_not_launched(tmp_path, standin):
     env, out = standin
-    r = run_cli("run", "pi07/zero3/8xA100", "--allow-hardware-mismatch", "--output-dir", str(tmp_path / "run"), env=env)
-    assert r.returncode == 1 and "zero3-torch-checkpointing" in r.stderr
+    r = run_cli("run", "act/zero2/8xA100", "--allow-hardware-mismatch", "--output-dir", str(tmp_path / "run"), env=env)
+    assert r.returncode == 1 and "lerobot-no-deepspeed" in r.stderr
     assert not (out / "argv").exists() and not (tmp_path / "run").exists()
 
 
@@ -458,7 +458,11 @@ def test_sixteen_runs_at_once_into_the_default_folder(tmp_path, standin):
             "recipe.lock.yaml",
         ]
         assert (folder / "launch.log").read_text().count("standin says hello") == 1
-    assert sorted(e.split(" in ")[-1].strip() for e in errors) == sorted(str(f.relative_to(tmp_path)) for f in folders)
+    said = [next(line for line in e.splitlines() if line.startswith("recipe: pi07/zero2/8xA100 in ")) for e in errors]
+    assert sorted(line.split(" in ")[-1] for line in said) == sorted(str(f.relative_to(tmp_path)) for f in folders)
+    # each ends in its own summary, naming its own folder
+    logs = sorted(e.splitlines()[-1].split()[-1] for e in errors)
+    assert logs == sorted(str(f.relative_to(tmp_path) / "launch.log") for f in folders)
 
 
 def test_resume_without_a_folder_takes_the_newest_run(tmp_path):
@@ -669,8 +673,17 @@ def test_a_terminal_sees_a_progress_bar_and_ctrl_c_ends_in_one_line(tmp_path):
     assert "step/s" in text and "/100000" in text  # tqdm's bar: steps of the total, rate
     after = seen[before:].decode(errors="replace").replace("\r", "\n")
     lines = [line for line in after.splitlines() if line.strip()]
-    assert lines[-1].startswith("recipe: stopped (exit 130); the ranks' output is in"), after
-    assert f"go on with: recipe run {' '.join(args)} --resume {run_dir}" in lines[-1]
+    # the closing summary: how it ended, where the output is, how to go on (registry/run/summary.py)
+    closing = next(
+        i for i, line in enumerate(lines) if line.startswith("recipe: stopped (exit 130): tiny/ddp/cpu, step ")
+    )
+    assert lines[closing + 1 :] == [
+        f"  model        {run_dir}/checkpoints/last/model.safetensors (last = {os.readlink(run_dir / 'checkpoints' / 'last')})",
+        f"  checkpoints  {run_dir}/checkpoints",
+        f"  metrics      {run_dir}/metrics.jsonl",
+        f"  log          {run_dir}/launch.log",
+        f"  go on with: recipe run {' '.join(args)} --resume {run_dir}",
+    ], after
     assert "Traceback" not in text
     assert "\r" not in (run_dir / "launch.log").read_text()  # the log keeps each line's last state
 

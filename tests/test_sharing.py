@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, run_cli
+from conftest import run_cli
 
 DATA = Path(__file__).parent / "data"
 GIT_ENV = {
@@ -138,7 +138,7 @@ def test_publish_never_overwrites(tmp_path, team_a):
     r = run_cli("publish", "tiny/ddp/cpu", "--replace", "--to", "team-a", env=a)
     assert r.returncode == 2 and "never overwritten" in r.stderr
     assert target.with_name("2.yaml").read_text() == "someone else's file\n"
-    assert run_cli("publish", "pi07/zero3/8xA100", "--to", "team-a", env=a).returncode == 1  # invalid: not published
+    assert run_cli("publish", "act/zero2/8xA100", "--to", "team-a", env=a).returncode == 1  # invalid: not published
     assert run_cli("publish", "tiny/ddp/cpu", "--to", "bundled", env=a).returncode == 2
     assert run_cli("publish", "tiny/ddp/cpu", "--to", "nowhere", env=a).returncode == 2
 
@@ -184,7 +184,7 @@ def test_cp_extends_the_original(tmp_path):
     text = dest.read_text()
     assert "extends: [pi07/zero2/8xA100]" in text.splitlines()
     schema = text.splitlines()[0].split("$schema=")[1]
-    assert (dest.parent / schema).resolve() == (ROOT / "schemas" / "recipe.schema.json").resolve()
+    assert schema == "recipe.schema.json" and (dest.parent / schema).is_file()  # beside it, not in the package
     original = yaml.safe_load(run_cli("show", "pi07/zero2/8xA100").stdout)
     copied = yaml.safe_load(run_cli("show", str(dest)).stdout)
     # its own name; the original's version, tuned tag, summary and results stay with the original

@@ -30,11 +30,12 @@ def losses(run: Path) -> dict[int, float]:
     return {r["step"]: r["loss"] for r in records(run) if "loss" in r}
 
 
-def train(*args, env=None) -> None:
+def train(*args, env=None) -> str:
     """`recipe run ARGS`, which must succeed; its output, a pipe, has no progress bar's carriage returns."""
     r = run_cli("run", *args, env=env, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "\r" not in r.stdout + r.stderr
+    return r.stdout + r.stderr
 
 
 def crash_and_resume(backend: str, base: Path, port: int) -> tuple[Path, Path, list[str]]:
@@ -42,11 +43,13 @@ def crash_and_resume(backend: str, base: Path, port: int) -> tuple[Path, Path, l
     and is then extended to 24; and the 12-step overrides."""
     overrides = [*STEPS, f"launch.main_process_port={port}"]
     whole, broken = base / "whole", base / "broken"
-    train(f"tiny/{backend}/cpu", *overrides, "train.steps=24", "--output-dir", str(whole))
+    said = train(f"tiny/{backend}/cpu", *overrides, "train.steps=24", "--output-dir", str(whole))
+    (base / "whole.output").write_text(said)  # for test_a_run_ends_in_a_summary_without_banners
     crashed = run_cli(
         "run", f"tiny/{backend}/cpu", *overrides, "--output-dir", str(broken), env={CRASH_AFTER: "6"}, timeout=600
     )
     assert crashed.returncode != 0
+    (base / "broken.output").write_text(crashed.stdout + crashed.stderr)
     assert (broken / "checkpoints" / "last").resolve().name == "000006"
     train(f"tiny/{backend}/cpu", *overrides, "--resume", str(broken))
     assert max(losses(broken)) == 12
@@ -129,6 +132,28 @@ def test_two_real_ranks(runs, backend):
     seen = losses(whole)
     assert sorted(seen) == list(range(1, 25))
     assert seen[24] < 0.8 * seen[1]  # it learns
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_run_ends_in_a_summary_without_banners(runs, backend):
+    """No third-party banner that does not apply (DeepSpeed guessing the CPU, torchrun announcing
+    OMP_NUM_THREADS: launch.sh tells both), and a closing summary of where everything went."""
+    whole, broken, overrides = runs[backend].result()
+    said = (whole.parent / "whole.output").read_text()
+    assert "Setting accelerator to CPU" not in said and "Setting OMP_NUM_THREADS" not in said, said[-3000:]
+    tail = said.splitlines()[-5:]
+    assert tail[0].startswith(f"recipe: finished: tiny/{backend}/cpu, step 24/24, ") and "final loss" in tail[0]
+    assert tail[0].split("final loss ")[1] == f"{losses(whole)[24]:.4g}"
+    assert tail[1:] == [
+        f"  model        {whole}/checkpoints/last/model.safetensors (last = 000024)",
+        f"  checkpoints  {whole}/checkpoints",
+        f"  metrics      {whole}/metrics.jsonl",
+        f"  log          {whole}/launch.log",
+    ]
+    crashed = (whole.parent / "broken.output").read_text().splitlines()
+    failed = next(line for line in crashed if line.startswith("recipe: failed (exit "))
+    assert f": tiny/{backend}/cpu, step 6/12, " in failed, failed
+    assert crashed[-1] == f"  go on with: recipe run tiny/{backend}/cpu {' '.join(overrides)} --resume {broken}"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

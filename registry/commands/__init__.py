@@ -107,13 +107,34 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
     p = _Parser(
         prog="recipe",
         description="Tuned, versioned, validated recipes for distributed training of robot-learning policies.",
-        epilog="A recipe is named by its cell, policy/backend/hardware (pi07/zero2/8xA100), or given as a file.",
+        epilog="A recipe is named by its cell, policy/backend/hardware (pi07/zero2/8xA100), or given as a file.\n\n"
+        + exit_codes({Exit.OK: "success", Exit.INVALID: "invalid (each verb's --help says what it means there)"}),
     )
     p.add_argument("--version", action="version", version=f"recipe {__version__}")
     sub = p.add_subparsers(dest="verb", metavar="VERB")  # no verb: main prints the verb list
     for verb in _verbs(only):
         verb.register(sub)
+        parser = sub.choices[verb.NAME]
+        parser.epilog = "\n".join(filter(None, [parser.epilog, exit_codes(getattr(verb, "EXIT_CODES", {}))]))
     return p
+
+
+# The codes every verb shares (registry.errors.Exit); each verb module's EXIT_CODES says what
+# 0 and its own codes mean for it.
+SHARED_EXIT_CODES = {
+    Exit.USAGE: "a usage error, an unknown name or an unreadable input (one line on stderr)",
+    Exit.INTERRUPTED: "interrupted (Ctrl-C)",
+}
+
+
+def exit_codes(own: dict) -> str:
+    """The `exit codes:` block of a verb's --help."""
+    codes = {**SHARED_EXIT_CODES, **own}
+    numbered = sorted((k for k in codes if isinstance(k, int)), key=int)
+    width = max(len(str(int(k))) for k in numbered)
+    lines = [f"  {int(k):<{width}}  {codes[k]}" for k in numbered]
+    lines += [f"  {k:<{width}}  {codes[k]}" for k in codes if not isinstance(k, int)]
+    return "exit codes:\n" + "\n".join(lines) + "\n"
 
 
 def _verb_list(parser: argparse.ArgumentParser) -> str:

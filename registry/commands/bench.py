@@ -11,6 +11,8 @@ from registry.names import is_override
 
 NAME = "bench"
 HELP = "measure samples/s, peak memory and phase shares with the built-in trainer"
+# `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
+EXIT_CODES = {0: "at least one recipe was measured", 1: "every recipe was skipped (invalid, or failed to run)"}
 EXAMPLES = """\
 examples:
   recipe bench 'tiny/*/cpu' --steps 20

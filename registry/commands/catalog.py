@@ -8,6 +8,8 @@ from registry.errors import Exit, RecipeError
 
 NAME = "catalog"
 HELP = "write a static, offline site of every recipe (search, estimates, results, diffs)"
+# `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
+EXIT_CODES = {0: "the site is written"}
 EXAMPLES = """\
 examples:
   recipe catalog -o site && xdg-open site/index.html

@@ -19,6 +19,8 @@ from registry.names import AXES, is_name, is_source
 
 NAME = "completion"
 HELP = "print a shell completion script (bash or zsh)"
+# `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
+EXIT_CODES = {0: "printed"}
 EXAMPLES = """\
 examples:
   source <(recipe completion bash)     # in ~/.bashrc

@@ -6,6 +6,8 @@ from registry.errors import Exit
 
 NAME = "cp"
 HELP = "copy a recipe to edit: a new recipe that extends it"
+# `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
+EXIT_CODES = {0: "copied", 1: "the recipe to copy is invalid"}
 EXAMPLES = """\
 examples:
   recipe cp pi07/zero2/8xA100 mine.yaml             # recipe.name: mine

@@ -12,6 +12,8 @@ if TYPE_CHECKING:
 
 NAME = "diff"
 HELP = "differences between two resolved recipes, with both origins"
+# `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
+EXIT_CODES = {0: "the recipes are the same", 1: "they differ (as diff(1))"}
 EXAMPLES = """\
 examples:
   recipe diff pi07/zero2/8xA100 pi07/fsdp/8xA100

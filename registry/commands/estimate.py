@@ -10,6 +10,11 @@ from registry.errors import Exit, RecipeError
 
 NAME = "estimate"
 HELP = "per-rank GPU memory: the breakdown, and the largest micro batch that fits"
+# `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
+EXIT_CODES = {
+    0: "estimated (a CPU recipe: a note, nothing to estimate)",
+    1: "the schema rejects the recipe, its policy declares no sizes, or the sizes overflow",
+}
 EXAMPLES = """\
 examples:
   recipe estimate pi07/zero2/8xA100 train.micro_batch_size=24
@@ -42,10 +47,18 @@ def run(args) -> int:
     from registry.validate import typed
 
     recipe = compose(args.target, args.overrides)
-    est = memory.estimate(typed(recipe.data, recipe.origins, recipe.name))
+    doc = typed(recipe.data, recipe.origins, recipe.name)
+    if doc.hardware.gpu is None:  # not a failure: there is no GPU memory to run out of
+        note = "runs on CPU (hardware.gpu: null): no GPU memory to estimate"
+        if args.format == "json":
+            print(json.dumps({"recipe": recipe.name, "device": "cpu", "note": note}, indent=2))
+        else:
+            print(f"{recipe.name}: {note}")
+        return Exit.OK
+    est = memory.estimate(doc)
     if est is None:
         raise RecipeError(
-            f"{recipe.name} runs on CPU or its policy declares no sizes (policy.memory): nothing to estimate",
+            f"{recipe.name}: its policy declares no sizes (policy.memory): nothing to estimate",
             Exit.INVALID,
         )
     if not est.finite:

@@ -7,7 +7,9 @@ import sys
 from registry.errors import Exit, RecipeError
 
 NAME = "history"
-HELP = "published versions of a name, with dates and results"
+HELP = "versions of a name (published, or shipped with the bundled recipes), with dates and results"
+# `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
+EXIT_CODES = {0: "versions shown", 2: "the name has no version in any source, or a usage error (one line on stderr)"}
 EXAMPLES = """\
 example:
   recipe history pi07/zero2/8xA100
@@ -22,52 +24,58 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from registry.commands.render import table
+    from registry.commands.render import document, table
     from registry.names import parse
-    from registry.sharing.versions import history_rows
 
     name = parse(args.name).path
+    found = published(name)
+    if not found:
+        raise RecipeError(
+            f"{args.name}: no versions in any source (hint: recipe publish {args.name} --to SOURCE makes one)"
+        )
     if args.format == "json":
-        from registry.commands.render import document
-
-        found = published(name)
-        if not found:
-            raise RecipeError(f"{args.name}: no published versions in any source")
         sys.stdout.write(document({"name": name, "versions": found}))
         return Exit.OK
-    rows = history_rows(name)
-    if not rows:
-        raise RecipeError(f"{args.name}: no published versions in any source")
+    rows = [
+        [
+            v["version"],
+            v["published"] or "",
+            v["sha256"][:12],
+            "-" if v["samples_per_s"] is None else f"{v['samples_per_s']:.1f}",
+            v["summary"] or "",
+        ]
+        for v in found
+    ]
     sys.stdout.write(table(rows, ["VERSION", "PUBLISHED", "SHA256", "SAMPLES/S", "SUMMARY"]))
     return Exit.OK
 
 
 def published(name: str) -> list[dict]:
-    """`--format json`: every published version of the name, in source order, with the full
-    sha256 and the last recorded results as numbers (null where none were recorded)."""
+    """Every version of the name (published in a source, or shipped with the bundled recipes), in
+    source order, with the full sha256 and the last recorded results as numbers (null where none
+    were recorded)."""
     from registry.load import load_cached
-    from registry.sharing import sources, versions
+    from registry.sharing import versions
 
     found = []
-    for source in sources.all_sources():
-        for v in versions.versions(source, name):
-            doc = load_cached(v.file).data if v.file.is_file() else {}
-            results = doc.get("results")
-            last = results[-1] if isinstance(results, list) and results and isinstance(results[-1], dict) else {}
-            meta = doc.get("recipe") if isinstance(doc.get("recipe"), dict) else {}
-            found.append(
-                {
-                    "version": v.qualified,
-                    "source": source.name,
-                    "number": v.number,
-                    "published": v.date or None,
-                    "sha256": v.sha256,
-                    "file": str(v.file),
-                    "samples_per_s": _number(last.get("samples_per_s")),
-                    "peak_allocated_gib": _number(last.get("peak_allocated_gib")),
-                    "summary": meta.get("summary") or None,
-                }
-            )
+    for v in versions.history(name):
+        doc = load_cached(v.file).data if v.file.is_file() else {}
+        results = doc.get("results")
+        last = results[-1] if isinstance(results, list) and results and isinstance(results[-1], dict) else {}
+        meta = doc.get("recipe") if isinstance(doc.get("recipe"), dict) else {}
+        found.append(
+            {
+                "version": v.qualified,
+                "source": v.source.name,
+                "number": v.number,
+                "published": v.date or None,
+                "sha256": v.sha256,
+                "file": str(v.file),
+                "samples_per_s": _number(last.get("samples_per_s")),
+                "peak_allocated_gib": _number(last.get("peak_allocated_gib")),
+                "summary": meta.get("summary") or None,
+            }
+        )
     return found
 
 

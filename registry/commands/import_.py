@@ -10,6 +10,8 @@ from registry.errors import RecipeError
 
 NAME = "import"
 HELP = "turn an existing accelerate yaml (+ trainer config) into a recipe, then validate it"
+# `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
+EXIT_CODES = {0: "imported, and the recipe is valid", 1: "written, but the recipe is invalid (fix what it prints)"}
 EXAMPLES = """\
 examples:
   recipe import --accelerate-config A.yaml --trainer opentau --trainer-config C.json -o recipe.yaml

@@ -17,6 +17,8 @@ from registry.sharing import listing, sources
 
 NAME = "list"
 HELP = "list recipes from every source, with their version, source and validity"
+# `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
+EXIT_CODES = {0: "listed (invalid recipes are rows with their reasons, not a failure)"}
 EXAMPLES = """\
 examples:
   recipe list --policy pi07
@@ -25,7 +27,7 @@ examples:
   recipe list --versions --format json
 """
 
-HEADER = ["NAME", "VERSION", "SOURCE", "TUNED", "STATUS", "SHADOWS", "SUMMARY"]
+HEADER = ["NAME", "VERSION", "SOURCE", "TUNED", "STATUS", "REASON", "SHADOWS", "SUMMARY"]
 
 
 def register(subparsers) -> None:
@@ -43,7 +45,11 @@ def register(subparsers) -> None:
 
 def add_finding_arguments(p) -> None:
     """Arguments `list` and `search` share."""
-    p.add_argument("--valid", action="store_true", help="only recipes that validate (warnings allowed)")
+    p.add_argument(
+        "--valid",
+        action="store_true",
+        help="only recipes without errors: STATUS valid or warnings (rows with warnings are kept)",
+    )
     p.add_argument("--versions", action="store_true", help="every published version, and shadowed recipes too")
     p.add_argument("--format", choices=("table", "json"), default="table")
 
@@ -104,6 +110,8 @@ def _json(e: listing.Entry) -> dict:
         "source": e.source,
         "tuned": e.tuned,
         "status": e.status,
+        # why it is invalid: each error's rule and message (docs/design.md, "Fixes")
+        "reasons": [{"rule": rule, "message": message} for rule, message in e.reasons],
         "shadows": e.shadows,
         "summary": e.summary,
     }
@@ -116,6 +124,7 @@ def _row(e: listing.Entry) -> list[str]:
         e.source,
         "tuned" if e.tuned else "-",
         e.status,
+        ", ".join(dict.fromkeys(rule for rule, _ in e.reasons)) or "-",
         ", ".join(e.shadows) or "-",
         e.summary,
     ]

@@ -12,6 +12,8 @@ from registry.sharing import sources
 
 NAME = "publish"
 HELP = "freeze a recipe as the next immutable version of its name in a source"
+# `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
+EXIT_CODES = {0: "published", 1: "the recipe is invalid: nothing was published"}
 EXAMPLES = """\
 examples:
   recipe publish my.yaml --to team-a

@@ -9,6 +9,8 @@ from registry.errors import Exit
 
 NAME = "resolve"
 HELP = "write the accelerate yaml, DeepSpeed JSON, trainer config, launch.sh and lock"
+# `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
+EXIT_CODES = {0: "the files are written", 1: "the recipe is invalid: nothing is written"}
 EXAMPLES = """\
 examples:
   recipe resolve pi07/zero2/8xA100 -o out/pi07

@@ -7,6 +7,8 @@ from registry.errors import Exit, RecipeError
 
 NAME = "search"
 HELP = "find recipes by name, summary or tag (any case), with their source and validity"
+# `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
+EXIT_CODES = {0: "searched (no match prints an empty table)"}
 EXAMPLES = """\
 examples:
   recipe search zero3 --valid

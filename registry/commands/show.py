@@ -8,6 +8,8 @@ from registry.errors import Exit
 
 NAME = "show"
 HELP = "print a resolved recipe"
+# `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
+EXIT_CODES = {0: "shown, valid or not (recipe validate judges it)", 1: "a file it names is malformed"}
 EXAMPLES = """\
 examples:
   recipe show pi07/zero2/8xA100 --origin

@@ -9,6 +9,8 @@ from registry.errors import Exit
 
 NAME = "source"
 HELP = "manage where recipes come from (directories and git repositories)"
+# `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
+EXIT_CODES = {0: "done"}
 EXAMPLES = """\
 examples:
   recipe source add team-a git@host:team-a/recipes.git

@@ -11,6 +11,8 @@ from registry.names import is_override
 
 NAME = "tune"
 HELP = "find the fastest backend, micro batch and accumulation at a fixed global batch"
+# `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
+EXIT_CODES = {0: "a best candidate was found", 1: "nothing could be measured"}
 EXAMPLES = """\
 examples:
   recipe tune tiny/cpu --backends ddp,zero2,zero3 --global-batch 8 --steps 2 --warmup 1

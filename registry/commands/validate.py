@@ -11,6 +11,8 @@ from registry.names import is_override
 
 NAME = "validate"
 HELP = "check recipes against the schemas and invariants"
+# `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
+EXIT_CODES = {0: "every recipe is valid (warnings allowed)", 1: "a recipe is invalid"}
 EXAMPLES = """\
 examples:
   recipe validate pi07/zero2/8xA100 hardware=8xA100-40GB
@@ -23,7 +25,6 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         NAME,
         help=HELP,
-        description="Exit 0: valid (warnings allowed); 1: invalid; 2: usage error or unknown name.",
         epilog=EXAMPLES,
     )
     p.add_argument("args", nargs="*", metavar="NAME|FILE|KEY=VALUE", help="recipes, then overrides applied to each")

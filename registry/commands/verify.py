@@ -6,6 +6,8 @@ from registry.errors import Exit
 
 NAME = "verify"
 HELP = "compare this host's environment with the one a run's lock records"
+# `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
+EXIT_CODES = {0: "this host has the recorded environment", 1: "it differs (each difference is printed)"}
 EXAMPLES = """\
 examples:
   recipe verify runs/tiny_ddp_cpu/20250101-120000

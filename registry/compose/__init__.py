@@ -10,7 +10,6 @@ Every key keeps the 'file:line:column' of the layer that set it last.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from pathlib import Path, PurePosixPath
 
@@ -18,7 +17,7 @@ from registry import names
 from registry.compose import catalog, hardware
 from registry.compose.overrides import Overrides
 from registry.compose.overrides import parse as parse_overrides
-from registry.doc import BASE_LAYER, PART_LAYER, RECIPE_LAYER, USER_LAYER, Origins, exists, leaves, merge
+from registry.doc import BASE_LAYER, PART_LAYER, RECIPE_LAYER, USER_LAYER, Origins, Recipe, exists, leaves, merge
 from registry.errors import RecipeError
 from registry.load import Loaded, display_path, load_resolved
 from registry.names import AXES, Name
@@ -33,16 +32,6 @@ MAX_EXTENDS_DEPTH = 64
 OWN_SECTIONS = ("recipe", "results")
 
 
-@dataclass
-class Recipe:
-    name: str
-    data: dict
-    origins: dict[tuple, str]
-    inputs: list[Path] = field(default_factory=list)  # files merged, in order
-    overrides: list[str] = field(default_factory=list)
-    tuned: bool = False
-
-
 def compose(target: str, overrides: list[str] | None = None) -> Recipe:
     """Compose a recipe name or file; RecipeError on any problem."""
     plan = Plan.of(target, overrides)
@@ -55,8 +44,13 @@ def compose(target: str, overrides: list[str] | None = None) -> Recipe:
     origins.setdefault(("recipe",), "composed")
     origins.setdefault(("recipe", "name"), "composed")
     catalog.expand_gpu(data, origins)
+    # The settings a backend or GPU needs, where only the parts said otherwise; a rule declares
+    # its fix (registry/validate/fixes.py), so the import runs against the pipeline's direction.
+    from registry.validate import fixes
+
+    fixed = fixes.apply(data, origins)
     data = {k: data[k] for k in sorted(data, key=_section_order)}
-    return Recipe(plan.name, data, origins, plan.inputs, plan.overrides.text, plan.tuned)
+    return Recipe(plan.name, data, origins, plan.inputs, plan.overrides.text, plan.tuned, fixed)
 
 
 SECTION_ORDER = ("recipe", "trainer", "policy", "dataset", "backend", "hardware", "train", "env", "launch", "results")

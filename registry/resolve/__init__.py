@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import yaml
 
 from registry import view
-from registry.compose import Recipe
+from registry.doc import Recipe
 from registry.errors import Exit, RecipeError
 from registry.resolve import kubernetes, launch, skypilot
 from registry.resolve.accelerate import DEEPSPEED_JSON, accelerate_config

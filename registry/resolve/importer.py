@@ -13,7 +13,6 @@ bundled part's facts.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +21,6 @@ import yaml
 from registry.compose import catalog
 from registry.doc import MISSING, join, lookup, split
 from registry.errors import RecipeError
-from registry.files import SCHEMA_DIR
 from registry.load import load_json
 from registry.resolve.accelerate import import_config as from_accelerate
 from registry.resolve.accelerate import launch_flags
@@ -162,14 +160,15 @@ def _check_trainer_input(setup: Setup) -> None:
 
 def render(imported: Imported, name: str, dest: Path) -> str:
     """The recipe file, its import notes first as comments, so they travel with it."""
-    schema = os.path.relpath(SCHEMA_DIR / "recipe.schema.json", dest.resolve().parent)
+    from registry.sharing import binding
+
     doc: dict = {"recipe": {"name": name, "summary": f"imported from {imported.origin}"}}
     if imported.part:
         doc["extends"] = [f"policy/{imported.part}"]
     for section in ("trainer", "policy", "dataset", "backend", "hardware", "train", "launch"):
         if imported.recipe.get(section):
             doc[section] = imported.recipe[section]
-    head = [f"# yaml-language-server: $schema={schema}", f"# imported by `recipe import` from {imported.origin}"]
+    head = [binding.modeline(dest), f"# imported by `recipe import` from {imported.origin}"]
     if imported.notes:
         head.append("# what the import could not carry over or had to decide (recipe import's notes):")
         head += [f"#   - {line}" for note in imported.notes for line in note.splitlines()]

@@ -34,6 +34,21 @@ def launcher(doc: dict) -> str:
     return "accelerate"
 
 
+def told_env(doc: dict) -> dict[str, str]:
+    """Settings third-party code would otherwise guess at, announcing the guess on every run
+    (docs/failure-modes.md §25): torch's elastic launcher (torchrun, and accelerate launch through
+    it) sets OMP_NUM_THREADS=1 for several processes per node and says so in a banner; DeepSpeed,
+    imported by accelerate even under DDP, warns "Setting accelerator to CPU" on a host without a
+    GPU. The values are the ones they would pick."""
+    recipe = view.of(doc)
+    told = {}
+    if processes_per_node(doc) > 1:
+        told["OMP_NUM_THREADS"] = "1"
+    if recipe.hardware.gpu is None:
+        told["DS_ACCELERATOR"] = "cpu"
+    return told
+
+
 def trainer_python(doc) -> str | None:
     """The interpreter of trainer.env, absolute: a virtualenv's bin/python, or the interpreter it
     names. A relative path is taken from where resolve runs (the run folder is elsewhere)."""
@@ -88,6 +103,12 @@ def script(doc: dict, inv: Invocation) -> str:
     ]
     for key, value in recipe.env.items():
         lines.append(f"export {key}={shlex.quote(str(value))}")
+    told = {k: v for k, v in told_env(doc).items() if k not in recipe.env}
+    if told:
+        lines.append(
+            "# what the launch knows, so that no library guesses it and prints a banner (the caller's own wins)"
+        )
+        lines += [f'export {key}="${{{key}:-{value}}}"' for key, value in told.items()]
     if recipe.hardware.gpu is None and "CUDA_VISIBLE_DEVICES" not in recipe.env:
         # a CPU recipe on a GPU host: torch's gloo barrier would pick each rank's GPU by its local
         # rank (invalid ordinal past the host's count), and ranks would hold GPU memory (§25)

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from registry import __version__
-from registry.compose import Recipe
+from registry.doc import Recipe
 from registry.load import display_path
 from registry.sharing import sources
 

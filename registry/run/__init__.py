@@ -4,9 +4,7 @@ launch, stream the output, pass the exit code through, and stop every rank on Ct
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
-import signal
 import sys
 import time
 from pathlib import Path
@@ -215,9 +213,9 @@ def run(
         print(f"recipe: {recipe.name} in {folder}", file=sys.stderr)
     if sys.stdout.isatty():  # the ranks write into a pipe; rank 0 draws its bar for our terminal
         env[TERMINAL] = str(shutil.get_terminal_size().columns)
+    started = time.monotonic()
     code = start_nodes(recipe.data, command, env, folder, log=log)
-    if code in (128 + signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGHUP):
-        _stopped(recipe, overrides, folder, code)
+    _summary(recipe, overrides, folder, code, time.monotonic() - started)
     return code
 
 
@@ -261,15 +259,14 @@ def _finished(recipe: Recipe, plan: resume_.Plan) -> int:
     return Exit.OK
 
 
-def _stopped(recipe: Recipe, overrides: list[str], folder: Path, code: int) -> None:
-    """One line after a stop by signal: where the output went and how to go on."""
-    how = ""
-    if recipe.data["trainer"]["kind"] in ("builtin", "lerobot") and view.of(recipe.data).train.checkpoint.resumable:
-        how = "; go on with: " + shlex.join(["recipe", "run", recipe.name, *overrides, "--resume", str(folder)])
+def _summary(recipe: Recipe, overrides: list[str], folder: Path, code: int, seconds: float) -> None:
+    """How the run ended and where its output went (registry/run/summary.py)."""
+    from registry.run import summary
+
     try:
-        print(f"recipe: stopped (exit {code}); the ranks' output is in {folder / 'launch.log'}{how}", file=sys.stderr)
+        print("\n".join(summary.lines(recipe, overrides, folder, code, seconds)), file=sys.stderr)
     except OSError:
-        pass
+        pass  # the terminal went away with the run
 
 
 def local_nodes(doc: dict, env: dict[str, str]) -> list[dict[str, str]]:

@@ -15,12 +15,11 @@ import yaml
 
 from registry import names
 from registry.errors import RecipeError
-from registry.files import SCHEMA_DIR, write_atomic
+from registry.files import write_atomic
 from registry.load import load_cached
 from registry.names import Name
-from registry.sharing import sources, versions
+from registry.sharing import binding, sources, versions
 
-BINDING = "# yaml-language-server: $schema="
 # Sections of SRC's own file that the copy does not carry: who it is, what was measured on it,
 # and what it extends (the copy extends SRC itself, which brings those along).
 NOT_CARRIED = ("recipe", "results", "extends")
@@ -42,8 +41,7 @@ def copy(target: str, dest: str, force: bool, into: str | None = None) -> tuple[
         parent = Name(original.segments, original.source, original.version)
         if own is None and not _is_cell(original):
             raise RecipeError(f"unknown recipe {target!r}")
-    schema = os.path.relpath(SCHEMA_DIR / "recipe.schema.json", path.resolve().parent)
-    head = f"{BINDING}{schema}\n# copied from {parent} by `recipe cp`\n"
+    head = f"{binding.modeline(path)}\n# copied from {parent} by `recipe cp`\n"
     head += yaml.safe_dump({"recipe": _meta(own, name)}, sort_keys=False, width=100)
     head += f"extends: [{parent}]\n"
     try:

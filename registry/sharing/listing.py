@@ -36,6 +36,8 @@ class Entry:
     tags: list[str] = field(default_factory=list)
     shadows: list[str] = field(default_factory=list)
     status: str = ""
+    # why an invalid entry is invalid: (rule id, message) of each error, or of the one failure
+    reasons: list[tuple[str, str]] = field(default_factory=list)
     target: str = ""  # what composes exactly this entry
     cell: tuple | None = None
     path: str = ""  # the recipe's name, without source or version
@@ -130,7 +132,20 @@ def _rows(name: str, cell: tuple | None, providers: list[sources.Source], every_
         own = winner.file if winner else sources.find(parsed)
     except RecipeError as e:  # a lost or malformed index, a changed version: shown, not fatal
         where = providers[0].name if providers else "-"
-        return [Entry(name, None, where, tuned, str(e), status="invalid", target=name, cell=cell, path=name)]
+        return [
+            Entry(
+                name,
+                None,
+                where,
+                tuned,
+                str(e),
+                status="invalid",
+                reasons=_failure(e),
+                target=name,
+                cell=cell,
+                path=name,
+            )
+        ]
     if winner is not None:
         source, version = winner.source, winner.number
     elif own is not None:
@@ -154,7 +169,17 @@ def _rows(name: str, cell: tuple | None, providers: list[sources.Source], every_
             published = versions.versions(other, name)
         except RecipeError as e:
             out.append(
-                Entry(f"{other.name}:{name}", None, other.name, tuned, str(e), status="invalid", cell=cell, path=name)
+                Entry(
+                    f"{other.name}:{name}",
+                    None,
+                    other.name,
+                    tuned,
+                    str(e),
+                    status="invalid",
+                    reasons=_failure(e),
+                    cell=cell,
+                    path=name,
+                )
             )
             continue
         shown = f"{name}" if other.name == source.name else f"{other.name}:{name}"
@@ -253,7 +278,7 @@ def _fill_status(rows: list[Entry]) -> None:
     cache = _StatusCache()
     for e in rows:
         if not e.status:
-            e.status = cache.status(e.target or e.name)
+            e.status, e.reasons = cache.status(e.target or e.name)
     cache.save()
 
 
@@ -300,16 +325,23 @@ class _StatusCache:
         except (OSError, ValueError, AttributeError):
             pass  # no cache yet, or an unreadable one: recomputed
 
-    def status(self, target: str) -> str:
+    def status(self, target: str) -> tuple[str, list[tuple[str, str]]]:
+        """The entry's status and, when invalid, its reasons."""
         entry = self.entries.get(target)
         fresh = isinstance(entry, dict) and entry.get("status") in STATUSES and entry.get("inputs")
+        reasons = entry.get("reasons") if fresh else None
+        fresh = fresh and isinstance(reasons, list) and all(isinstance(r, list) and len(r) == 2 for r in reasons)
         if fresh and all(_stamp(Path(p)) == s for p, s in entry["inputs"]):
-            return entry["status"]
-        status, inputs = _validated(target)
+            return entry["status"], [(str(rule), str(why)) for rule, why in reasons]
+        status, reasons, inputs = _validated(target)
         if inputs is not None:
-            self.entries[target] = {"status": status, "inputs": [[str(p), _stamp(p)] for p in inputs]}
+            self.entries[target] = {
+                "status": status,
+                "reasons": [list(r) for r in reasons],
+                "inputs": [[str(p), _stamp(p)] for p in inputs],
+            }
             self.changed = True
-        return status
+        return status, reasons
 
     def save(self) -> None:
         if not self.changed:
@@ -322,15 +354,22 @@ class _StatusCache:
             pass  # a read-only cache: statuses are recomputed next time
 
 
-def _validated(target: str) -> tuple[str, list[Path] | None]:
-    """valid, warnings or invalid, and the files composed (None: not cached, it did not compose)."""
+def _validated(target: str) -> tuple[str, list[tuple[str, str]], list[Path] | None]:
+    """valid, warnings or invalid; the reasons it is invalid (each error's rule and message, in
+    the order validation reports them); the files composed (None: not cached, it did not compose)."""
     from registry.compose import compose
     from registry.validate import validate
 
     try:
         recipe = compose(target)
         problems = validate(recipe.data, recipe.origins)
-    except RecipeError:
-        return "invalid", None
-    status = "invalid" if any(p.is_error for p in problems) else "warnings" if problems else "valid"
-    return status, list(recipe.inputs)
+    except RecipeError as e:
+        return "invalid", _failure(e), None
+    reasons = list(dict.fromkeys((p.rule, p.message) for p in problems if p.is_error))
+    status = "invalid" if reasons else "warnings" if problems else "valid"
+    return status, reasons, list(recipe.inputs)
+
+
+def _failure(e: RecipeError) -> list[tuple[str, str]]:
+    """The reason an entry that does not even compose is invalid."""
+    return [(e.problem.rule, e.problem.message) if e.problem else ("compose", str(e))]

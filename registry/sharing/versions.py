@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
-from registry import names
+from registry import __version__, names
 from registry.errors import RecipeError
 from registry.files import write_atomic
 from registry.load import display_path, load_cached
@@ -374,15 +374,16 @@ def publish(recipe, source: sources.Source) -> Version:
     return Version(source, name, number, target, digest, date)
 
 
-def history_rows(name: str) -> list[list[str]]:
-    rows = []
+def history(name: str) -> list[Version]:
+    """Every version of a name, in source order: each source's published versions and, where the
+    bundled recipes ship the name with a `recipe.version`, that file as shipped (`NAME@N`
+    composes it, as `declared` says)."""
+    found: list[Version] = []
     for source in sources.all_sources():
-        for v in versions(source, name):
-            doc = load_cached(v.file).data if v.file.is_file() else {}
-            results = doc.get("results")
-            last = results[-1] if isinstance(results, list) and results and isinstance(results[-1], dict) else {}
-            rate = last.get("samples_per_s")
-            rate = f"{rate:.1f}" if isinstance(rate, (int, float)) and not isinstance(rate, bool) else "-"
-            meta = doc.get("recipe") if isinstance(doc.get("recipe"), dict) else {}
-            rows.append([v.qualified, v.date, v.sha256[:12], rate, str(meta.get("summary") or "")])
-    return rows
+        published = versions(source, name)
+        found += published
+        number = None if published else declared(source, Name(tuple(name.split("/"))))
+        if number is not None:
+            file = source.file(tuple(name.split("/")))
+            found.append(Version(source, name, number, file, sha256(file), f"shipped with recipe {__version__}"))
+    return found

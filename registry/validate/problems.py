@@ -11,6 +11,7 @@ from jsonschema.exceptions import ValidationError, best_match
 from registry.doc import MISSING, PLACEHOLDER, join, lookup, origin_of, rank
 from registry.errors import Problem, printable
 from registry.load import CONTROL_HINT
+from registry.names import AXES
 
 # Structural keywords -> rule ids in messages.
 _RULES = {
@@ -77,7 +78,7 @@ def from_error(error: ValidationError, doc: dict, origins: dict) -> list[Problem
     if error.validator == "type" and whole and "integer" in _as_list(error.validator_value):
         hint = f"an integer is written without a point: write {int(error.instance)}"
     if error.validator == "type" and isinstance(error.instance, str):
-        hint = _yaml11_hint(error.instance, _as_list(error.validator_value))
+        hint = _yaml11_hint(error.instance, _as_list(error.validator_value)) or _swap_hint(path, error, doc)
     if error.validator == "control-char":
         hint = CONTROL_HINT
     if error.validator == "enum":
@@ -179,11 +180,47 @@ def _extra_keys(error: ValidationError) -> list[str]:
     return [k for k in error.instance if k not in known and not any(p.search(k) for p in patterns)]
 
 
+def _swap_hint(path: tuple, error: ValidationError, doc: dict) -> str | None:
+    """`backend: fsdp` in a file: the command line's axis swap (`backend=fsdp`) written as a
+    section. A file names its parts in `extends`; the hint shows that form, as a cell where
+    the file names all three axes so."""
+    if len(path) != 1 or path[0] not in AXES or "object" not in _as_list(error.validator_value):
+        return None
+    named = {axis: doc.get(axis) for axis in AXES}
+    said = f"{path[0]}={printable(error.instance, keep='')} is the command line's swap; in a file, {path[0]} holds settings"
+    if all(isinstance(v, str) for v in named.values()):
+        cell = printable("/".join(named.values()), keep="")
+        return f"a recipe file names its cell in extends: write `extends: [{cell}]` instead ({said})"
+    part = printable(f"{path[0]}/{error.instance}", keep="")
+    return f"a recipe file names its parts in extends: write `extends: [..., {part}]` instead ({said})"
+
+
 def _unknown_key(error: ValidationError, path: tuple, key: str, origins: dict) -> Problem:
     known = list(error.schema.get("properties", {}))
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-    hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
+    nested = _flattened(error.instance.get(key), known)
+    if nested:  # `backend.fsdp.use_orig_params`: a level too deep
+        shown = ", ".join(join(path + (k,)) for k in nested)
+        hint = (
+            f"did you mean {shown}? ({key!r} is no section of {join(path) or 'the recipe'}: its keys go right under it)"
+        )
+    elif close:
+        hint = f"did you mean {close[0]!r}?"
+    else:
+        hint = f"known keys: {', '.join(known)}"
     return Problem("error", "unknown-key", join(path + (key,)), "unknown key", origin_of(origins, path + (key,)), hint)
+
+
+def _flattened(value, known: list[str]) -> list[str]:
+    """The keys of an unknown key's mapping that are (or are close to) the parent's own keys."""
+    if not isinstance(value, dict):
+        return []
+    found = []
+    for inner in value:
+        match = inner if inner in known else next(iter(difflib.get_close_matches(str(inner), known, n=1)), None)
+        if match and match not in found:
+            found.append(match)
+    return found[:3]
 
 
 def _default_hint(error: ValidationError, key: str) -> str | None:

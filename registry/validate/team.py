@@ -192,6 +192,14 @@ def _load(path: Path, stamp: tuple[int, int]) -> tuple[tuple[str, dict], ...]:
     for i, rule in enumerate(doc["x-invariants"]):
         where = f"x-invariants/{i}"
         _check_rule(meta, shown, where, rule)
+        if "fix" in rule:  # a fix changes what every recipe composes into: the bundled schemas' say only
+            raise RecipeError.at(
+                shown,
+                "rule-file",
+                "`fix` is for the bundled rules only: a team rule reports, it does not change recipes",
+                path=f"{where} ({rule['id']})",
+                hint="name the setting in the rule's hint",
+            )
         for key in ("when", "require"):
             if key in rule:  # a bad subschema is this file's error, not a crash in every validation
                 problem = next(_schema_errors(rule[key]), None)

@@ -1,0 +1,74 @@
+"""Exit codes and messages a newcomer meets: every verb's --help lists its exit codes; a CPU
+estimate is a note; a bundled recipe has a history; a file written in the command line's swap
+form, or a key nested a level too deep, gets a hint showing what to write."""
+
+import re
+
+from conftest import run_cli
+
+from registry.commands import _VERB_MODULES, _parser
+
+
+def help_of(verb: str) -> str:
+    parser = _parser(verb)
+    return parser._subparsers._group_actions[0].choices[verb].format_help()
+
+
+def test_every_verb_documents_its_exit_codes():
+    for verb, _ in _VERB_MODULES:
+        text = help_of(verb)
+        block = text.split("exit codes:\n", 1)[1]
+        codes = [int(m) for m in re.findall(r"^  (\d+) ", block, re.M)]
+        assert 0 in codes and 2 in codes and 130 in codes, (verb, block)
+    assert re.search(r"^  1 +they differ \(as diff\(1\)\)$", help_of("diff"), re.M)
+    assert re.search(r"^  127 +the trainer's program is not on PATH$", help_of("run"), re.M)
+    assert "rows with warnings are kept" in help_of("list")
+    top = run_cli("--help").stdout
+    assert "exit codes:" in top and re.search(r"^  2 +a usage error", top, re.M)
+
+
+def test_estimate_of_a_cpu_recipe_is_a_note():
+    r = run_cli("estimate", "tiny/ddp/cpu")
+    assert r.returncode == 0 and r.stderr == ""
+    assert r.stdout == "tiny/ddp/cpu: runs on CPU (hardware.gpu: null): no GPU memory to estimate\n"
+
+
+def test_history_of_a_bundled_recipe_shows_its_version_and_results():
+    r = run_cli("history", "pi07/zero2/8xA100")
+    assert r.returncode == 0, r.stderr
+    header, row = r.stdout.splitlines()
+    assert header.split()[:4] == ["VERSION", "PUBLISHED", "SHA256", "SAMPLES/S"]
+    assert row.startswith("bundled:pi07/zero2/8xA100@1  shipped with recipe ") and " 13.7 " in row
+    shown = run_cli("show", "bundled:pi07/zero2/8xA100@1")  # what the row names resolves
+    assert shown.returncode == 0 and "micro_batch_size: 20" in shown.stdout
+    none = run_cli("history", "tiny/ddp/8xA100")
+    assert none.returncode == 2 and "no versions in any source" in none.stderr
+
+
+def test_the_command_line_swap_form_in_a_file_shows_the_file_form(tmp_path):
+    cell = tmp_path / "cell.yaml"
+    cell.write_text("policy: act\nbackend: fsdp\nhardware: 4xH100\n")
+    r = run_cli("validate", str(cell))
+    assert r.returncode == 1
+    lines = r.stdout.splitlines()
+    assert len(lines) == 3 and all("write `extends: [act/fsdp/4xH100]` instead" in line for line in lines), lines
+    part = tmp_path / "part.yaml"
+    part.write_text("extends: [tiny/ddp/8xA100]\nbackend: fsdp\n")
+    (line,) = run_cli("validate", str(part)).stdout.splitlines()
+    assert line.startswith(f"{part}:2:1: error[type] backend: 'fsdp' is not of type object (hint: ")
+    assert "write `extends: [..., backend/fsdp]` instead (backend=fsdp is the command line's swap" in line
+    fixed = tmp_path / "fixed.yaml"
+    fixed.write_text("extends: [tiny/ddp/8xA100, backend/fsdp]\n")
+    assert run_cli("validate", str(fixed)).returncode == 0  # what the hint says works
+
+
+def test_a_key_nested_a_level_too_deep_gets_did_you_mean(tmp_path):
+    r = run_cli("validate", "tiny/ddp/cpu", "backend.fsdp.use_orig_params=true")
+    assert r.returncode == 1
+    assert r.stdout.startswith(
+        "command line: error[unknown-key] backend.fsdp: unknown key (hint: did you mean backend.use_orig_params?"
+    ), r.stdout
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("extends: [tiny/ddp/cpu]\ntrain:\n  optimizer:\n    adamw: {lr: 0.001, weight_decay: 0.1}\n")
+    out = run_cli("validate", str(mine)).stdout
+    assert "did you mean train.optimizer.lr, train.optimizer.weight_decay?" in out, out
