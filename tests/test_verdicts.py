@@ -110,4 +110,20 @@ def test_switched_off_it_writes_nothing(tmp_path):
     _validate_cli(cache, "tiny/ddp/cpu", enabled=False)
     assert not (cache / "recipe" / "verdicts").exists()
     _validate_cli(cache, "tiny/ddp/cpu")
-    assert len(list((cache / "recipe" / "verdicts").glob("*/*.json"))) == 1
+    assert len(list((cache / "recipe" / "verdicts").glob("*/*.json"))) == 2  # the composition's fixes, the verdict
+
+
+def test_a_kept_fix_composes_as_a_fresh_one(tmp_path):
+    """pi07/fsdp/4xH100 composes with the fix of fsdp-fp32-model (registry/validate/fixes.py): read
+    back from the cache, the same values and origins, without the schema checker."""
+    cache = tmp_path / "cache"
+    args = ("pi07/fsdp/4xH100", "--origin")
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    code = CHECKED.replace("main(sys.argv[1:])", "main(['show', *sys.argv[2:]])")
+    shown = [
+        subprocess.run([sys.executable, "-c", code, "x", *args], cwd=ROOT, env=e, capture_output=True, text=True)
+        for e in ({**env, "RECIPE_VERDICT_CACHE": "0"}, env, env)
+    ]
+    assert shown[0].stdout == shown[1].stdout == shown[2].stdout
+    assert "dtype: float32  # schemas/policy.schema.json: fix of rule fsdp-fp32-model" in shown[2].stdout
+    assert shown[2].stderr.strip().endswith("JSONSCHEMA False")

@@ -35,8 +35,30 @@ def fix_rules() -> tuple[tuple[str, dict], ...]:
 
 def apply(data: dict, origins: dict) -> list[str]:
     """Apply every fix a composed document qualifies for, in place (values and origins); the ids
-    of the rules whose fixes were applied. One fix may make another rule apply (a V100's fp16
-    under FSDP), so the rules are tried again until none changes the document."""
+    of the rules whose fixes were applied. What the fixes did to a document is kept beside the
+    verdicts (registry/validate/verdicts.py, the same key: the document, its origins, the schemas
+    and the package), so a composition met before needs no schema checker."""
+    from registry.validate import verdicts
+
+    if not verdicts.enabled():
+        return _apply(data, origins)
+    key = verdicts.key(data, origins, "fixes", ())
+    kept = verdicts.recall(key)
+    if kept is not None and isinstance(kept.get("changes"), list):
+        for path, value, origin in kept["changes"]:
+            _set(data, tuple(path), value)
+            origins[tuple(path)] = origin
+        return list(kept["applied"])
+    before = {path: origins.get(path) for path in origins}
+    applied = _apply(data, origins)
+    changes = [[list(p), lookup(data, p), o] for p, o in origins.items() if before.get(p) != o]
+    verdicts.remember(key, {"applied": applied, "changes": changes})
+    return applied
+
+
+def _apply(data: dict, origins: dict) -> list[str]:
+    """One fix may make another rule apply (a V100's fp16 under FSDP), so the rules are tried
+    again until none changes the document."""
     from registry.validate.schemas import validator
 
     try:

@@ -63,13 +63,9 @@ def _installation() -> str:
 def get(k: str) -> list[Problem] | None:
     if k in _SEEN:
         return _SEEN[k]
-    path = _path(k)
     try:
-        record = json.loads(path.read_bytes())
-        if record.get("format") != FORMAT or record.get("key") != k:
-            return None
-        problems = [_problem(p) for p in record["problems"]]
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        problems = [_problem(p) for p in recall(k)["problems"]]
+    except (ValueError, TypeError, KeyError, AttributeError):
         return None
     _SEEN[k] = problems
     return problems
@@ -77,9 +73,23 @@ def get(k: str) -> list[Problem] | None:
 
 def put(k: str, problems: list[Problem]) -> None:
     _SEEN[k] = problems
-    record = {"format": FORMAT, "key": k, "problems": [_record(p) for p in problems]}
+    remember(k, {"problems": [_record(p) for p in problems]})
+
+
+def recall(k: str) -> dict | None:
+    """What `remember` kept under a key, or None: missing, torn, foreign or unreadable."""
+    try:
+        record = json.loads(_path(k).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("format") != FORMAT or record.get("key") != k:
+        return None
+    return record
+
+
+def remember(k: str, content: dict) -> None:
     path = _path(k)
-    if not put_file(path, json.dumps(record, separators=(",", ":"))):
+    if not put_file(path, json.dumps({"format": FORMAT, "key": k, **content}, separators=(",", ":"))):
         return  # a cache that cannot be written is a cache that misses; never a failed validate
     if k.startswith("00"):  # about one write in 256 looks for stale entries
         _prune(path.parent.parent)
