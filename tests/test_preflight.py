@@ -15,9 +15,10 @@ import pytest
 from conftest import ROOT, USER_ENV, run_cli
 
 from registry import estimate as memory
-from registry import preflight, view
+from registry import view
 from registry.compose import compose
-from registry.preflight import metadata
+from registry.run import preflight
+from registry.run.preflight import metadata
 
 DATASETS = ROOT / "tests" / "data" / "datasets"
 ACT, DIFFUSION, SMOLVLA = "act/ddp/2xH100", "diffusion/ddp/2xH100", "smolvla/ddp/2xH100"

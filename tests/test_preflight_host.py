@@ -13,13 +13,12 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from registry import preflight
 from registry.compose import compose
-from registry.preflight import hostchecks
-from registry.preflight.host import HostFacts, existing, gather
 from registry.resolve import resolve
-from registry.run import environment
+from registry.run import environment, preflight
 from registry.run.machine import GPU
+from registry.run.preflight import hostchecks
+from registry.run.preflight.host import HostFacts, existing, gather
 
 H100 = GPU("NVIDIA H100 80GB HBM3", 81559, "550.54.15")
 TORCH = {"torch": "2.9.0", "accelerate": "1.11.0", "deepspeed": None, "transformers": None}
@@ -113,7 +112,7 @@ def test_shm_counts_the_datasets_images():
     from test_preflight import DATASETS
 
     from registry import view
-    from registry.preflight import metadata
+    from registry.run.preflight import metadata
 
     toy = metadata.read(DATASETS / "toy" / "meta" / "info.json")
     recipe = compose("act/ddp/2xH100").data

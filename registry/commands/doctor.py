@@ -59,9 +59,8 @@ def _recipe(target: str, overrides: list[str]):
 def run(args) -> int:
     import os
 
-    from registry import preflight
     from registry.resolve import resolve
-    from registry.run import launch_env, resume
+    from registry.run import launch_env, preflight, resume
     from registry.validate import validate
 
     recipe, folder = _recipe(args.target, args.overrides)

@@ -99,8 +99,9 @@ def frame_source(doc: dict) -> dict:
     from pathlib import Path
 
     from registry import estimate as memory
-    from registry import preflight, view
-    from registry.preflight import data, metadata
+    from registry import view
+    from registry.run import preflight
+    from registry.run.preflight import data, metadata
 
     recipe = view.of(doc)
     shape, entries = memory.frame_shape(recipe), preflight.dataset_entries(doc)

@@ -152,7 +152,7 @@ def run(
     require_same_env: bool = False,
     waive: list[str] | None = None,
 ) -> int:
-    from registry import preflight
+    from registry.run import preflight
 
     waived = preflight.waivers(waive)
     recipe, bundle = checked(target, overrides)
@@ -246,7 +246,7 @@ CLUSTER_ENGINES = ("slurm", "skypilot", "kubernetes")  # recipe run submits thes
 def _preflight(report, waived: dict[str, str]) -> str | None:
     """Print the pre-flight's findings and notes; refuse (exit 1) over an error not waived. The
     record for the run folder where there is anything to keep, else None."""
-    from registry import preflight
+    from registry.run import preflight
 
     blocking, lines = preflight.verdict(report, waived)
     for line in lines:

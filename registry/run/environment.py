@@ -7,7 +7,7 @@ the trainer's; without it, the Python behind the launcher on PATH runs the train
 version: a missing one is one line saying how to install it, a version outside what the adapter
 was proven against is a warning. The policy's own extra (`lerobot[diffusion]` needs diffusers) is
 asked the same way, from the requirements the installed package itself declares for it
-(docs/preflight.md §trainer-env).
+(docs/preflight.md §host-trainer-env).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What this host has for a run, gathered by one function (`gather`) so that the checks
-(registry/preflight/hostchecks.py) can be tested with facts written out by hand.
+(registry/run/preflight/hostchecks.py) can be tested with facts written out by hand.
 
 GPUs come from nvidia-smi (registry/run/machine.py); only `recipe doctor` falls back to torch
 where nvidia-smi finds none. The trainer's interpreter is asked about itself without importing

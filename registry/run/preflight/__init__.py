@@ -2,9 +2,9 @@
 host it lands on before a GPU-hour is spent (docs/preflight.md). `recipe doctor` prints the
 report; `recipe run` refuses a launch over an error unless the rule is waived with a reason.
 
-The rules are data (schemas/preflight.json, registry/preflight/rules.py); the checks are
-registry/preflight/data.py (the dataset's metadata) and registry/preflight/hostchecks.py
-(HostFacts, gathered by registry/preflight/host.py).
+The rules are data (schemas/preflight.json, registry/run/preflight/rules.py); the checks are
+registry/run/preflight/data.py (the dataset's metadata) and registry/run/preflight/hostchecks.py
+(HostFacts, gathered by registry/run/preflight/host.py).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 
 from registry import view
 from registry.errors import Exit, Problem, RecipeError
-from registry.preflight import data, hostchecks, metadata, rules
-from registry.preflight.host import HostFacts
-from registry.preflight.metadata import DatasetMeta
+from registry.run.preflight import data, hostchecks, metadata, rules
+from registry.run.preflight.host import HostFacts
+from registry.run.preflight.metadata import DatasetMeta
 
 RECORD = "preflight.json"  # what a run folder keeps of the pre-flight that let it launch
 
@@ -136,7 +136,7 @@ def check(
     """The dataset rules, then (with `host`) the host rules but `skip`, for a composed recipe
     (data, origins) whose trainer is `bundle` (None where it did not resolve), writing under
     `output`; a relative dataset.root is read from `base`, the folder the trainer runs in."""
-    from registry.preflight.host import gather
+    from registry.run.preflight.host import gather
 
     report = Report()
     check_dataset(recipe.data, recipe.origins, base, env, report)

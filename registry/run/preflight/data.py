@@ -2,7 +2,7 @@
 action sizes, image sizes against the crop and resize, the frame rate against the action
 frequency, episode lengths against the chunk and history, frames against the global batch, and
 the memory estimate at the dataset's own image size. Each check reads the typed recipe and the
-dataset's metadata (registry/preflight/metadata.py) and returns Findings; every finding names
+dataset's metadata (registry/run/preflight/metadata.py) and returns Findings; every finding names
 the dataset file it read."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from registry import view
-from registry.preflight import rules
-from registry.preflight.metadata import DatasetMeta
+from registry.run.preflight import rules
+from registry.run.preflight.metadata import DatasetMeta
 from registry.topology import world_size
 from registry.validate.checks import DIFFUSION_HORIZON, Finding
 from registry.view import Section

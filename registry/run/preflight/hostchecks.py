@@ -1,7 +1,7 @@
 """The recipe against the host it lands on (docs/preflight.md §host): the GPUs against the hardware
 part, the driver against torch's CUDA, NCCL for a multi-GPU run, /dev/shm against the batches the
 data-loader workers keep in flight, the disk against the checkpoints the run writes, and the
-trainer's environment. Each check reads the typed recipe and HostFacts (registry/preflight/host.py)
+trainer's environment. Each check reads the typed recipe and HostFacts (registry/run/preflight/host.py)
 and returns Findings."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from registry.preflight import rules
-from registry.preflight.host import HostFacts
-from registry.preflight.metadata import DatasetMeta
 from registry.run import environment, machine
+from registry.run.preflight import rules
+from registry.run.preflight.host import HostFacts
+from registry.run.preflight.metadata import DatasetMeta
 from registry.topology import processes_per_node, world_size
 from registry.validate.checks import Finding
 from registry.view import Section
