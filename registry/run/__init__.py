@@ -236,7 +236,7 @@ def run(
         env[TERMINAL] = str(shutil.get_terminal_size().columns)
     code = start_nodes(recipe.data, command, env, folder, log=log)
     if code in (128 + signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGHUP):
-        _stopped(recipe, overrides, folder, code)
+        _stopped(recipe, overrides, folder, code, waived)
     return code
 
 
@@ -300,11 +300,15 @@ def _finished(recipe: Recipe, plan: resume_.Plan) -> int:
     return Exit.OK
 
 
-def _stopped(recipe: Recipe, overrides: list[str], folder: Path, code: int) -> None:
-    """One line after a stop by signal: where the output went and how to go on."""
+def _stopped(recipe: Recipe, overrides: list[str], folder: Path, code: int, waived: dict[str, str]) -> None:
+    """One line after a stop by signal: where the output went and how to go on (with the same
+    waivers: the resume's pre-flight finds what this launch's found)."""
     how = ""
     if recipe.data["trainer"]["kind"] in ("builtin", "lerobot") and view.of(recipe.data).train.checkpoint.resumable:
-        how = "; go on with: " + shlex.join(["recipe", "run", recipe.name, *overrides, "--resume", str(folder)])
+        waivers = [w for rule, reason in waived.items() for w in ("--waive", f"{rule}={reason}")]
+        how = "; go on with: " + shlex.join(
+            ["recipe", "run", recipe.name, *overrides, "--resume", str(folder), *waivers]
+        )
     try:
         print(f"recipe: stopped (exit {code}); the ranks' output is in {folder / 'launch.log'}{how}", file=sys.stderr)
     except OSError:
