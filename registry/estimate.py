@@ -100,9 +100,11 @@ class Estimate:
         return max(0, int(fits)) if math.isfinite(fits) else 0
 
 
-def estimate(recipe: Section) -> Estimate | None:
+def estimate(recipe: Section, frame_pixels: float | None = None) -> Estimate | None:
     """None when the recipe runs on CPU or its policy declares no sizes. `recipe` is the view of
-    a document the schema has accepted (registry/view.py)."""
+    a document the schema has accepted (registry/view.py). `frame_pixels`: the dataset's mean
+    camera image in pixels, where its metadata gives one; per-frame activations then scale from
+    the size the part measured them at (policy.memory.frame_shape) to it."""
     recipe = view.of(recipe)
     gpu, mem = recipe.hardware.gpu, recipe.policy.memory
     if gpu is None or mem.params is None:
@@ -113,7 +115,7 @@ def estimate(recipe: Section) -> Estimate | None:
         forward = {**forward, "accumulated gradients": accumulated}
     overhead = _float(recipe.backend.memory.allocator_overhead)
     micro = recipe.train.micro_batch_size
-    per_sample = _activation_per_sample(recipe)
+    per_sample = _activation_per_sample(recipe, frame_scale(recipe, frame_pixels))
     forward = {**forward, "activations": per_sample * _float(micro) * GIB}
     phases = {name: _rows(kept, extra, overhead) for name, extra in ((FORWARD, forward), (STEP, step))}
     return Estimate(_float(gpu.memory_gib), phases, micro, accumulation, per_sample, overhead)
@@ -270,10 +272,27 @@ def _deepspeed(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict,
 LAYOUTS = {"ddp": _ddp, "fsdp": _fsdp, "deepspeed": _deepspeed}
 
 
-def _activation_per_sample(recipe: Section) -> float:
+def frame_shape(recipe: Section) -> tuple[int, int] | None:
+    """The camera size the part measured its per-frame activations at; None for a policy that
+    resizes every image to a size of its own (the dataset's size then changes nothing)."""
+    shape = view.of(recipe).policy.memory.frame_shape
+    return (shape[0], shape[1]) if shape else None
+
+
+def frame_scale(recipe: Section, frame_pixels: float | None) -> float:
+    """Per-frame activations at the dataset's image size relative to the part's: linear in the
+    pixels (convolutions and patch tokens are; attention over the tokens grows faster, so a much
+    larger image is underestimated, docs/preflight.md §dataset-memory-fit)."""
+    shape = frame_shape(recipe)
+    if shape is None or not frame_pixels:
+        return 1.0
+    return frame_pixels / (shape[0] * shape[1])
+
+
+def _activation_per_sample(recipe: Section, scale: float = 1.0) -> float:
     policy, mem = recipe.policy, recipe.policy.memory
     frames = _float(recipe.dataset.num_cams) * _float(policy.n_obs_steps)
-    gib = _float(mem.activation_gib_per_sample) + _float(mem.activation_gib_per_frame) * frames
+    gib = _float(mem.activation_gib_per_sample) + _float(mem.activation_gib_per_frame) * frames * scale
     if not policy.gradient_checkpointing and not recipe.backend.activation_checkpointing:
         gib *= _float(mem.no_checkpointing_factor)
     return gib * _activation_factor(recipe)

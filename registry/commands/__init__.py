@@ -23,6 +23,7 @@ _VERB_MODULES = (
     ("show", "show"),
     ("validate", "validate"),
     ("resolve", "resolve"),
+    ("doctor", "doctor"),
     ("run", "run"),
     ("verify", "verify"),
     ("estimate", "estimate"),

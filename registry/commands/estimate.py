@@ -55,7 +55,8 @@ def run(args) -> int:
         else:
             print(f"{recipe.name}: {note}")
         return Exit.OK
-    est = memory.estimate(doc)
+    frames = frame_source(recipe.data)
+    est = memory.estimate(doc, frames["pixels"])
     if est is None:
         raise RecipeError(
             f"{recipe.name}: its policy declares no sizes (policy.memory): nothing to estimate",
@@ -80,6 +81,7 @@ def run(args) -> int:
                     "gradient_accumulation_steps": est.accumulation,
                     "largest_micro_batch": est.largest_micro_batch,
                     "largest_micro_batch_under_90": est.largest_under(0.9),
+                    "frames": frames,
                 },
                 indent=2,
             )
@@ -97,4 +99,41 @@ def run(args) -> int:
         f"activations {est.per_sample_gib:.3f} GiB per sample)"
     )
     print(f"largest micro batch that fits: {est.largest_micro_batch} (under 90%: {est.largest_under(0.9)})")
+    print(f"activations per frame: {frames['said']}")
     return Exit.OK
+
+
+def frame_source(doc: dict) -> dict:
+    """Which image size the per-frame activations are counted at: the dataset's own, from its
+    metadata on this disk, scaled from the size the part measured them at; else the part's
+    (docs/preflight.md §dataset-memory-fit). {"from": "dataset"|"part"|"policy", "pixels", "said"}."""
+    import os
+    from pathlib import Path
+
+    from registry import estimate as memory
+    from registry import view
+    from registry.run import preflight
+    from registry.run.preflight import data, metadata
+
+    recipe = view.of(doc)
+    shape, entries = memory.frame_shape(recipe), preflight.dataset_entries(doc)
+    if not entries:
+        return {"from": "part", "pixels": None, "said": "the part's: the trainer makes its own data"}
+    if shape is None:
+        said = "the part's: the policy resizes every image itself, so the dataset's size changes nothing"
+        return {"from": "part", "pixels": None, "said": said}
+    part = f"the part's {shape[0]} x {shape[1]} (policy.memory.frame_shape)"
+    try:
+        meta = metadata.find(entries[0], Path.cwd(), dict(os.environ))
+    except metadata.Unreadable as e:
+        return {"from": "part", "pixels": None, "said": f"{part}; dataset not read: {e}"}
+    pixels = data.frame_pixels(meta, data.policy_of(recipe))
+    if pixels is None:
+        return {"from": "part", "pixels": None, "said": f"{part}; {meta.path} has no camera"}
+    scale = pixels / (shape[0] * shape[1])
+    return {
+        "from": "dataset",
+        "pixels": pixels,
+        "path": str(meta.path),
+        "said": f"at {meta.path}'s {meta.cameras[0].shape} images, {scale:.3g} x {part}",
+    }

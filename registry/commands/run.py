@@ -18,6 +18,7 @@ examples:
   recipe run tiny/ddp/cpu
   recipe run pi07/zero2/8xA100 train.micro_batch_size=16 --dry-run
   recipe run tiny/ddp/cpu train.steps=400 --resume runs/tiny_ddp_cpu/20250101-120000 --require-same-env
+  recipe run act/ddp/2xH100 dataset.root=data/mine --waive dataset-fps='the chunk was retuned for 30 fps'
 """
 
 
@@ -25,7 +26,9 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         NAME,
         help=HELP,
-        description="Streams the trainer's output and exits with its exit code; Ctrl-C stops every rank.",
+        description="Checks the recipe against its dataset and this host first (recipe doctor; an error stops"
+        " the launch unless waived), then streams the trainer's output and exits with its exit code;"
+        " Ctrl-C stops every rank.",
         epilog=EXAMPLES,
     )
     p.add_argument("target", metavar="NAME|FILE")
@@ -50,6 +53,13 @@ def register(subparsers) -> None:
         help="with --resume: refuse (exit 1) when this host's environment differs from the one the run's lock"
         " records (default: warn and record both; see recipe verify)",
     )
+    p.add_argument(
+        "--waive",
+        action="append",
+        metavar="RULE=REASON",
+        help="launch despite a pre-flight error of this rule (recipe doctor lists them); the reason is kept in"
+        " the run folder's preflight.json. Repeatable",
+    )
     p.set_defaults(func=run)
 
 
@@ -70,4 +80,5 @@ def run(args) -> int:
         allow_mismatch=args.allow_hardware_mismatch,
         resume=args.resume,
         require_same_env=args.require_same_env,
+        waive=args.waive,
     )

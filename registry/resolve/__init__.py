@@ -38,6 +38,7 @@ class Bundle:
     proven: tuple[str, str] | None = None
     python: str | None = None
     resume_args: tuple[str, ...] | None = None  # for launch.sh, when recipe run --resume
+    extra: str | None = None  # the package's extra the policy needs (trainers/base.py Invocation)
 
 
 def resolve(recipe: Recipe) -> Bundle:
@@ -74,4 +75,5 @@ def resolve(recipe: Recipe) -> Bundle:
         inv.proven,
         inv.python,
         inv.resume_args,
+        inv.extra,
     )

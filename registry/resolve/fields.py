@@ -32,6 +32,7 @@ REGISTRY = {
     "policy.dtype": "how the trainer holds the weights, for the memory estimate and the FSDP rules",
     "policy.rank_synchronised_branches": "tells the rank-divergence rule that the policy syncs its branches",
     "dataset.num_cams": "frames per sample, for the memory estimate",
+    "dataset.action_freq": "checked against the dataset's fps before launch (docs/preflight.md §dataset-fps)",
     "dataset.n_obs_history": "checked against policy.n_obs_steps (obs-history)",
     "train.batch_size": "checked against the batch product (batch-size-product)",
     "train.global_batch_size": "checked against the batch product (global-batch-size)",

@@ -47,10 +47,14 @@ def write_bundle(bundle: Bundle, folder: Path) -> None:
 
 
 def _write_lock(folder: Path, text: str) -> None:
+    _write_file(folder, LOCK, text)
+
+
+def _write_file(folder: Path, name: str, text: str) -> None:
     try:
-        write_atomic(folder / LOCK, text)
+        write_atomic(folder / name, text)
     except OSError as e:
-        raise RecipeError(f"{folder}: cannot write {LOCK}: {e.strerror or e}") from None
+        raise RecipeError(f"{folder}: cannot write {name}: {e.strerror or e}") from None
 
 
 def fresh_run_dir(recipe: Recipe, output_dir: str | None, base: Path = Path("runs")) -> Path:
@@ -144,7 +148,11 @@ def run(
     allow_mismatch: bool,
     resume: str | None = None,
     require_same_env: bool = False,
+    waive: list[str] | None = None,
 ) -> int:
+    from registry.run import preflight
+
+    waived = preflight.waivers(waive)
     recipe, bundle = checked(target, overrides)
     if dry_run:
         show(bundle)
@@ -157,6 +165,8 @@ def run(
             )
         from registry.run import submit
 
+        base = Path(output_dir) if output_dir else Path.cwd()
+        _preflight(preflight.check(recipe, bundle, base, dict(os.environ), base, host=False), waived)
         return submit.ENGINES[engine](recipe, bundle, output_dir)
     _this_host_starts_every_node(recipe)
     host = machine.gpus()
@@ -176,6 +186,13 @@ def run(
         raise RecipeError(
             f"trainer.env {trainer_env}: no {bundle.program} (hint: {bundle.install_hint})", Exit.NOT_FOUND
         )
+    # the GPUs, the trainer's environment and build locks were checked above, each its own way
+    where = Path(output_dir) if output_dir else resume_.folder_of(recipe, resume) if resume is not None else None
+    output = where or resume_.runs_of(recipe, Path("runs"))
+    done = preflight.check(
+        recipe, bundle, output, env, where or Path.cwd(), skip=("host-gpus", "host-trainer-env", "host-build-locks")
+    )
+    kept = _preflight(done, waived)
     command = ["bash", "launch.sh"]
     if resume is not None:
         folder = resume_.folder_of(recipe, resume)
@@ -211,15 +228,37 @@ def run(
         log = hold(folder)
         write_bundle(envlock.recorded(bundle, envlock.collect(bundle, recipe.data, folder, host, env)), folder)
         print(f"recipe: {recipe.name} in {folder}", file=sys.stderr)
+    if kept:
+        _write_file(folder, preflight.RECORD, kept)
     if sys.stdout.isatty():  # the ranks write into a pipe; rank 0 draws its bar for our terminal
         env[TERMINAL] = str(shutil.get_terminal_size().columns)
     started = time.monotonic()
     code = start_nodes(recipe.data, command, env, folder, log=log)
-    _summary(recipe, overrides, folder, code, time.monotonic() - started)
+    _summary(recipe, overrides, folder, code, time.monotonic() - started, waived)
     return code
 
 
 CLUSTER_ENGINES = ("slurm", "skypilot", "kubernetes")  # recipe run submits these (registry/run/submit.py)
+
+
+def _preflight(report, waived: dict[str, str]) -> str | None:
+    """Print the pre-flight's findings and notes; refuse (exit 1) over an error not waived. The
+    record for the run folder where there is anything to keep, else None."""
+    from registry.run import preflight
+
+    blocking, lines = preflight.verdict(report, waived)
+    for line in lines:
+        print(line, file=sys.stderr)
+    if blocking:
+        rules = sorted({p.rule for p in blocking})
+        raise RecipeError(
+            f"pre-flight: {len(blocking)} error{'s' if len(blocking) > 1 else ''}; nothing was launched (hint: fix"
+            f" {'them' if len(blocking) > 1 else 'it'}, or launch anyway with "
+            + " ".join(f"--waive {r}='why it is fine'" for r in rules)
+            + ")",
+            Exit.INVALID,
+        )
+    return preflight.record(report, waived) if report.problems or waived else None
 
 
 def _this_host_starts_every_node(recipe: Recipe) -> None:
@@ -259,12 +298,15 @@ def _finished(recipe: Recipe, plan: resume_.Plan) -> int:
     return Exit.OK
 
 
-def _summary(recipe: Recipe, overrides: list[str], folder: Path, code: int, seconds: float) -> None:
-    """How the run ended and where its output went (registry/run/summary.py)."""
+def _summary(
+    recipe: Recipe, overrides: list[str], folder: Path, code: int, seconds: float, waived: dict[str, str]
+) -> None:
+    """How the run ended and where its output went (registry/run/summary.py); the resume command
+    carries this launch's waivers (the resume's pre-flight finds what this one found)."""
     from registry.run import summary
 
     try:
-        print("\n".join(summary.lines(recipe, overrides, folder, code, seconds)), file=sys.stderr)
+        print("\n".join(summary.lines(recipe, overrides, folder, code, seconds, waived)), file=sys.stderr)
     except OSError:
         pass  # the terminal went away with the run
 

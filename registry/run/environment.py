@@ -5,7 +5,9 @@ with each other, and rarely with the registry (docs/failure-modes.md §27). `tra
 the trainer's; without it, the Python behind the launcher on PATH runs the trainer. Either way
 `recipe run` asks that Python, before launch, whether it holds the trainer's package, and which
 version: a missing one is one line saying how to install it, a version outside what the adapter
-was proven against is a warning.
+was proven against is a warning. The policy's own extra (`lerobot[diffusion]` needs diffusers) is
+asked the same way, from the requirements the installed package itself declares for it
+(docs/preflight.md §host-trainer-env).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -50,12 +53,13 @@ def interpreter_of(program: str, env: dict[str, str]) -> str | None:
     return None
 
 
-def ask(python: str, package: str | None = None) -> dict:
+def ask(python: str, package: str | None = None, extra: str | None = None) -> dict:
     """What the interpreter says of itself (registry/run/probe.py): its Python version, the
-    versions of RECORDED and the trainer's package (None where absent), torch's CUDA release.
-    Asked once per interpreter and package in a process: the pre-launch check and the lock's
-    environment share one answer."""
-    return _ask(python, (*RECORDED, package) if package else RECORDED)
+    versions of RECORDED and the trainer's package (None where absent), torch's CUDA release and
+    NCCL, and with `extra` what `package[extra]` requires. Asked once per interpreter and question
+    in a process: the pre-launch check and the lock's environment share one answer."""
+    wanted = (*RECORDED, package) if package else RECORDED
+    return _ask(python, (*wanted, f"{package}[{extra}]") if package and extra else wanted)
 
 
 @cache
@@ -87,35 +91,79 @@ def _release(text: str) -> tuple[int, ...]:
 
 
 def check(bundle, env: dict[str, str], env_field: str | None) -> str | None:
-    """Raise RecipeError when the trainer's Python is missing or lacks its package; return a
-    warning when the package's version lies outside what the adapter was proven against."""
+    """Raise RecipeError (exit 127) when the trainer's Python is missing or lacks its package or
+    the policy's extra; return the warnings (a version outside what the adapter was proven
+    against, an extra's requirement at a version it does not ask for), one a line."""
     if not bundle.package:
         return None
     python = bundle.python or interpreter_of(bundle.program, env)
-    where = f"trainer.env {env_field}" if env_field else f"the Python behind {bundle.program}"
-    if bundle.python and not (os.path.isfile(python) and os.access(python, os.X_OK)):
-        raise RecipeError(
-            f"trainer.env {env_field}: no Python at {python} (hint: {bundle.install_hint})", Exit.NOT_FOUND
-        )
     if python is None:
         return None  # not a Python script we can read: launch.sh reports what fails
+    if bundle.python and not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        found = None
+    else:
+        found = ask(python, bundle.package, getattr(bundle, "extra", None))
+    said = findings(bundle, python, found, env_field)
+    for severity, message, hint in said:
+        if severity == "error":
+            raise RecipeError(f"{message} (hint: {hint})", Exit.NOT_FOUND)
+    return "\n".join(f"recipe: warning: {message}" for _, message, _ in said) or None
+
+
+def findings(bundle, python: str, found: dict | None, env_field: str | None) -> list[tuple[str, str, str]]:
+    """(severity, message, hint) for what the trainer's Python says of itself (`found`, ask's
+    answer; None where there is no Python at `python`): the trainer's package and accelerate
+    missing, the policy's extra missing, versions outside what was proven or asked for."""
+    where = f"trainer.env {env_field}" if env_field else f"the Python behind {bundle.program}"
+    if found is None:
+        return [("error", f"trainer.env {env_field}: no Python at {python}", bundle.install_hint)]
     wanted = [bundle.package] + (["accelerate"] if "accelerate" in bundle.command else [])
-    found = ask(python, bundle.package)
     missing = [name for name in wanted if not found["packages"].get(name)]
     if missing:
-        raise RecipeError(
-            f"{where} ({python}, Python {found.get('python', '?')}) has no {' or '.join(missing)}"
-            f" (hint: {bundle.install_hint})",
-            Exit.NOT_FOUND,
+        text = f"{where} ({python}, Python {found.get('python', '?')}) has no {' or '.join(missing)}"
+        return [("error", text, bundle.install_hint)]
+    version, extra = found["packages"][bundle.package], getattr(bundle, "extra", None)
+    lacking, off = extra_status(found, bundle.package, extra)
+    if lacking:
+        text = (
+            f"{where} ({python}) has {bundle.package} {version} without its {extra} extra, which the policy"
+            f" needs: no {', '.join(lacking)}"
         )
-    version = found["packages"][bundle.package]
+        return [("error", text, extra_hint(python, bundle.package, extra, version))]
+    out = [
+        (
+            "warning",
+            f"{bundle.package}[{extra}] in {where} asks for {r['name']}{r['spec']}, and it has {r['name']} {r['version']}",
+            extra_hint(python, bundle.package, extra, version),
+        )
+        for r in off
+    ]
     low, high = bundle.proven or (None, None)
     if low and not (_release(low) <= _release(version) < _release(high)):
-        return (
-            f"recipe: warning: {bundle.package} {version} in {where} is outside the versions this adapter"
-            f" was proven against (>= {low}, < {high}); check the run's own config before trusting it"
+        out.append(
+            (
+                "warning",
+                f"{bundle.package} {version} in {where} is outside the versions this adapter was proven against"
+                f" (>= {low}, < {high}); check the run's own config before trusting it",
+                bundle.install_hint,
+            )
         )
-    return None
+    return out
+
+
+def extra_status(found: dict, package: str | None, extra: str | None) -> tuple[list[str], list[dict]]:
+    """What an interpreter's answer (ask) says of `package[extra]`: the requirements it lacks, as
+    `name spec`, and those present at a version outside the spec. Both empty where no extra is
+    asked or the package declares none."""
+    if not package or not extra:
+        return [], []
+    needs = (found.get("extras") or {}).get(f"{package}[{extra}]") or []
+    lacking = [f"{r['name']}{r['spec']}" for r in needs if not r.get("version")]
+    return lacking, [r for r in needs if r.get("version") and r.get("ok") is False]
+
+
+def extra_hint(python: str, package: str, extra: str, version: str) -> str:
+    return f"{shlex.quote(python)} -m pip install {shlex.quote(f'{package}[{extra}]=={version}')}"
 
 
 def report(warning: str | None) -> None:

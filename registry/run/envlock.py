@@ -69,7 +69,7 @@ def _asked(inv, env: dict[str, str]) -> tuple[str | None, dict]:
     if python is None:
         return None, _unknown(names, f"{inv.program} is not a Python script: no interpreter to ask")
     try:
-        return python, environment.ask(python, inv.package)
+        return python, environment.ask(python, inv.package, getattr(inv, "extra", None))
     except RecipeError as e:
         return python, _unknown(names, str(e))
 
@@ -202,6 +202,19 @@ def on_resume(content: dict, current: dict, lock: Path, require_same: bool) -> t
 def read(where: str) -> tuple[Path, dict]:
     """The lock a run folder holds, or a lock file, with its environment; one-line RecipeError
     (exit 2) for what is not one."""
+    path, content = read_lock(where)
+    if ENVIRONMENT not in content:
+        raise RecipeError(
+            f"{path}: records no environment (recipe resolve and cluster submissions write none; recipe run does)"
+        )
+    if not isinstance(content[ENVIRONMENT], dict):
+        raise RecipeError(f"{path}: its environment is not a mapping; not a lock recipe run wrote")
+    return path, content
+
+
+def read_lock(where: str | Path) -> tuple[Path, dict]:
+    """The lock a run folder holds, or a lock file, environment or not; one-line RecipeError (exit
+    2) for what is not one."""
     path = Path(where)
     if path.is_dir():
         path = path / LOCK
@@ -222,12 +235,6 @@ def read(where: str) -> tuple[Path, dict]:
         raise RecipeError(str(e), Exit.USAGE, e.problem) from None
     if "lock_version" not in content or not isinstance(content.get("resolved"), dict):
         raise RecipeError(f"{path}: not a recipe lock (no lock_version or resolved recipe)")
-    if ENVIRONMENT not in content:
-        raise RecipeError(
-            f"{path}: records no environment (recipe resolve and cluster submissions write none; recipe run does)"
-        )
-    if not isinstance(content[ENVIRONMENT], dict):
-        raise RecipeError(f"{path}: its environment is not a mapping; not a lock recipe run wrote")
     return path, content
 
 

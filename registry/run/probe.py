@@ -1,6 +1,7 @@
-"""What a Python interpreter says about itself: its version, the versions of the named packages
-and the CUDA release its torch was built for, all read from package metadata and files, nothing
-imported. Standard library only: besides being imported, this file's text is run as it stands
+"""What a Python interpreter says about itself: its version, the versions of the named packages,
+what an extra of a package (`lerobot[diffusion]`) requires and whether it is there, the CUDA
+release its torch was built for and the NCCL beside it, all read from package metadata and files,
+nothing imported. Standard library only: besides being imported, this file's text is run as it stands
 (`python -c`) by a trainer's own interpreter (registry/run/environment.py), which may be another
 Python (OpenTau wants 3.10) without the registry.
 """
@@ -100,21 +101,124 @@ def _headers(path):
     return out
 
 
+# `name[extras] (spec) ; marker`, as a wheel's METADATA writes each Requires-Dist line
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?\s*\(?([^;()]*)\)?\s*(?:;\s*(.*))?$")
+_EXTRA = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
+
+
+def _applies(marker, extra):
+    """Whether a requirement's marker holds for this extra on this interpreter. A marker that is only
+    `extra == "x"` is read here; others need `packaging` (None: it cannot be told, left out)."""
+    if not marker:
+        return False
+    found = _EXTRA.search(marker)
+    if not found or _normal(found.group(1)) != _normal(extra):
+        return False
+    if not _EXTRA.sub("", marker).strip(" ()andor"):
+        return True
+    try:
+        from packaging.markers import Marker
+
+        return Marker(marker).evaluate({"extra": extra})
+    except Exception:
+        return None
+
+
+def _satisfies(version, spec):
+    """True or False where `packaging` can compare them, None where it cannot."""
+    if not spec.strip():
+        return True
+    try:
+        from packaging.specifiers import SpecifierSet
+
+        return SpecifierSet(spec).contains(version, prereleases=True)
+    except Exception:
+        return None
+
+
+def extra_requirements(metadata, package, extra, seen=None):
+    """[{"name", "spec", "version", "ok"}] for what `package[extra]` requires, following the extras
+    it names of itself (lerobot[diffusion] -> lerobot[diffusers-dep] -> diffusers); None where
+    the package is absent or declares no such extra."""
+    seen = set() if seen is None else seen
+    try:
+        dist = metadata.distribution(package)
+    except metadata.PackageNotFoundError:
+        return None
+    declared = {_normal(e) for e in dist.metadata.get_all("Provides-Extra") or []}
+    if _normal(extra) not in declared:
+        return None
+    seen.add(_normal(extra))
+    out = []
+    for line in dist.requires or []:
+        found = _REQUIREMENT.match(line)
+        if not found or not _applies(found.group(4), extra):
+            continue
+        name, extras, spec = found.group(1), found.group(2), found.group(3).strip()
+        if _normal(name) == _normal(package):  # an extra of its own: what that one requires
+            for sub in (extras or "").split(","):
+                if sub.strip() and _normal(sub) not in seen:
+                    out += extra_requirements(metadata, package, sub.strip(), seen) or []
+            continue
+        version = _version(metadata, name)
+        out.append({"name": name, "spec": spec, "version": version, "ok": version and _satisfies(version, spec)})
+    return out
+
+
+def _nccl(metadata):
+    """The NCCL torch would load: the nvidia-nccl wheel's version, "bundled" where torch's lib/
+    holds a libnccl, None where neither is found."""
+    for name in ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11"):
+        version = _version(metadata, name)
+        if version:
+            return version
+    try:
+        lib = metadata.distribution("torch").locate_file("torch/lib")
+        return "bundled" if any(p.name.startswith("libnccl") for p in lib.iterdir()) else None
+    except (metadata.PackageNotFoundError, OSError):
+        return None
+
+
+def _bundled_nccl(torch_parent):
+    """ "bundled" where torch's lib/ holds a libnccl, else None."""
+    try:
+        return (
+            "bundled"
+            if any(n.startswith("libnccl") for n in os.listdir(os.path.join(torch_parent, "torch", "lib")))
+            else None
+        )
+    except OSError:
+        return None
+
+
+NCCL_WHEELS = ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11")
+
+
 def report(names):
-    """{"python": "3.11.9", "packages": {name: version or None}, "torch_cuda": "12.4" or None}."""
-    wanted = {_normal(n) for n in (*names, "torch")}
-    fast = _installed(wanted)
-    packages = {name: fast[_normal(name)][0] if _normal(name) in fast else None for name in names}
-    if not _complete():
+    """{"python": "3.11.9", "packages": {name: version or None}, "torch_cuda": "12.4" or None,
+    "nccl": "2.21.5" or "bundled" or None, "extras": {"pkg[extra]": [...] or None}}. A name with
+    brackets asks what that extra requires (extra_requirements) besides the package's version."""
+    extras = [n for n in names if "[" in n]
+    plain = list(dict.fromkeys(n.split("[")[0] for n in names))
+    out = {"python": sys.version.split()[0]}
+    if _complete():
+        fast = _installed({_normal(n) for n in (*plain, "torch", *NCCL_WHEELS)})
+        out["packages"] = {n: fast[_normal(n)][0] if _normal(n) in fast else None for n in plain}
+        torch_parent = os.path.dirname(fast["torch"][1]) if "torch" in fast else None
+        out["torch_cuda"] = _torch_cuda_at(os.path.join(torch_parent, "torch", "version.py")) if torch_parent else None
+        wheel = next((fast[_normal(n)][0] for n in NCCL_WHEELS if _normal(n) in fast), None)
+        out["nccl"] = wheel or (_bundled_nccl(torch_parent) if torch_parent else None)
+    else:
         import importlib.metadata as metadata
 
-        packages = {name: _version(metadata, name) for name in names}
-        torch_cuda = _torch_cuda(metadata)
-    elif "torch" not in fast:
-        torch_cuda = None
-    else:
-        torch_cuda = _torch_cuda_at(os.path.join(os.path.dirname(fast["torch"][1]), "torch", "version.py"))
-    return {"python": sys.version.split()[0], "packages": {n: packages[n] for n in names}, "torch_cuda": torch_cuda}
+        out["packages"] = {name: _version(metadata, name) for name in plain}
+        out["torch_cuda"] = _torch_cuda(metadata)
+        out["nccl"] = _nccl(metadata)
+    if extras:
+        import importlib.metadata as metadata
+
+        out["extras"] = {n: extra_requirements(metadata, n.split("[")[0], n.split("[")[1].rstrip("]")) for n in extras}
+    return out
 
 
 if __name__ == "__main__":

@@ -53,7 +53,9 @@ def progress(folder: Path) -> Progress:
     return Progress(step, loss, ended)
 
 
-def lines(recipe: Recipe, overrides: list[str], folder: Path, code: int, seconds: float) -> list[str]:
+def lines(
+    recipe: Recipe, overrides: list[str], folder: Path, code: int, seconds: float, waived: dict[str, str] | None = None
+) -> list[str]:
     doc = view.of(recipe.data)
     kind = doc.trainer.kind
     status = "finished" if code == 0 else f"stopped (exit {code})" if code in STOPPED else f"failed (exit {code})"
@@ -72,7 +74,8 @@ def lines(recipe: Recipe, overrides: list[str], folder: Path, code: int, seconds
     for name, path in shown.items():
         out.append(f"  {name:<{width}}  {_shown(path)}")
     if code != 0 and kind in RESUMABLE and doc.train.checkpoint.resumable and "checkpoints" in shown:
-        command = shlex.join(["recipe", "run", recipe.name, *overrides, "--resume", str(folder)])
+        waivers = [w for rule, reason in (waived or {}).items() for w in ("--waive", f"{rule}={reason}")]
+        command = shlex.join(["recipe", "run", recipe.name, *overrides, "--resume", str(folder), *waivers])
         out.append(f"  go on with: {command}")
     return out
 

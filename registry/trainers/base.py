@@ -66,6 +66,9 @@ class Invocation:
     package: str | None = None
     proven: tuple[str, str] | None = None  # (lowest proven, first version not proven)
     python: str | None = None  # that Python; None: the one behind `program`
+    # the package's extra the policy needs (`diffusion`: lerobot[diffusion] brings diffusers); the
+    # check asks what the installed package declares for it, so one it does not declare asks nothing
+    extra: str | None = None
     # what `recipe run --resume` adds to the trainer's command line (None: no resume through it)
     resume_args: tuple[str, ...] | None = None
 

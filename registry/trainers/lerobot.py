@@ -22,6 +22,9 @@ HINT = (
     "python3.12 -m venv ENV && ENV/bin/pip install 'lerobot==0.6.1', then set trainer.env=ENV"
     "; LeRobot needs Python >= 3.12, so it needs an environment of its own"
 )
+# policy.type -> LeRobot's extra for it where the two names differ; any other type is asked as its
+# own extra (`diffusion`, `smolvla`), and a type LeRobot declares no extra for (act) needs none
+EXTRA_OF = {"pi0": "pi", "pi05": "pi", "pi0_fast": "pi"}
 # the config LeRobot saved with its last checkpoint; resuming reads it back (--config_path)
 LAST = "output/checkpoints/last"
 RESUME_CONFIG = f"{LAST}/pretrained_model/train_config.json"
@@ -212,6 +215,7 @@ def invocation(doc: dict, ctx: Context) -> Invocation:
         proven=PROVEN,
         python=ctx.python,
         resume_args=("--resume=true", f"--config_path={RESUME_CONFIG}"),
+        extra=EXTRA_OF.get(recipe.policy.type, recipe.policy.type),
     )
 
 
