@@ -323,3 +323,30 @@ def test_the_metadata_reader_reads_each_twin():
     assert [(c.name, c.height, c.width) for c in toy.cameras] == [("observation.images.top", 96, 96)]
     assert toy.vectors["observation.state"] == 14 and toy.vectors["action"] == 14
     assert len(metadata.read(DATASETS / "two-cameras" / "meta" / "info.json").cameras) == 2
+
+
+def test_a_malformed_preflight_rule_is_one_error_naming_the_file(tmp_path, monkeypatch):
+    """The pre-flight rules are checked against the rule meta-schema once per installed state of the
+    schema files (a mark beside the verdicts): an edited file is checked again."""
+    from registry import files
+    from registry.errors import RecipeError
+    from registry.run.preflight import rules as preflight_rules
+    from registry.validate import verdicts
+
+    folder = tmp_path / "schemas"
+    shutil.copytree(files.SCHEMA_DIR, folder)
+    doc = json.loads((folder / "preflight.json").read_text())
+    doc["rules"][0]["mesage"] = doc["rules"][0].pop("message")
+    (folder / "preflight.json").write_text(json.dumps(doc))
+    monkeypatch.setattr(files, "SCHEMA_DIR", folder)
+    monkeypatch.setattr(preflight_rules, "FILE", folder / "preflight.json")
+    for cached in (preflight_rules.document, verdicts._installation):
+        cached.cache_clear()
+    try:
+        with pytest.raises(RecipeError, match=r"preflight\.json"):
+            preflight_rules.document()
+    finally:
+        monkeypatch.undo()
+        for cached in (preflight_rules.document, verdicts._installation):
+            cached.cache_clear()
+    assert preflight_rules.rules()  # the installed file, checked or marked, loads again

@@ -95,18 +95,19 @@ def remember(k: str, content: dict) -> None:
         _prune(path.parent.parent)
 
 
-def rules_checked() -> bool:
-    """Whether the bundled rules, as installed now, passed their meta-schema check before."""
-    return enabled() and _rules_mark().exists()
+def rules_checked(which: str = "schemas") -> bool:
+    """Whether a bundled rule file set (the schemas' rules, the pre-flight rules), as installed
+    now, passed its meta-schema check before."""
+    return enabled() and _rules_mark(which).exists()
 
 
-def mark_rules_checked() -> None:
+def mark_rules_checked(which: str = "schemas") -> None:
     if enabled():
-        put_file(_rules_mark(), "checked\n")
+        put_file(_rules_mark(which), "checked\n")
 
 
-def _rules_mark() -> Path:
-    digest = hashlib.blake2b(f"{FORMAT}\n{_installation()}".encode(), digest_size=20).hexdigest()
+def _rules_mark(which: str) -> Path:
+    digest = hashlib.blake2b(f"{FORMAT}\n{which}\n{_installation()}".encode(), digest_size=20).hexdigest()
     return folder() / "rules" / digest
 
 

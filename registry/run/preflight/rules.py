@@ -18,12 +18,17 @@ FILE = SCHEMA_DIR / "preflight.json"
 
 @cache
 def document() -> dict:
-    """preflight.json, each rule checked against the rule meta-schema as it loads."""
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import best_match
+    """preflight.json, each rule checked against the rule meta-schema as it loads (once per
+    installed state of the schemas and package: registry/validate/verdicts.py keeps the mark)."""
+    from registry.validate import verdicts
 
     try:
         doc = json.loads(FILE.read_text(encoding="utf-8"))
+        if verdicts.rules_checked("preflight"):
+            return doc
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import best_match
+
         meta = Draft202012Validator(json.loads((SCHEMA_DIR / "invariant.schema.json").read_text(encoding="utf-8")))
     except (OSError, ValueError) as e:
         raise RecipeError(f"{FILE}: cannot load the pre-flight rules: {e}") from None
@@ -32,6 +37,7 @@ def document() -> dict:
         if error or "compute" not in rule or "at" not in rule:
             why = error.message if error else "a pre-flight rule names its check (compute) and field (at)"
             raise RecipeError.at(str(FILE), "rule-file", why, path=f"rules/{i}")
+    verdicts.mark_rules_checked("preflight")
     return doc
 
 
