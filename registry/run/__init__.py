@@ -153,6 +153,7 @@ def run(
     from registry.run import preflight
 
     waived = preflight.waivers(waive)
+    host_gpus = machine.gpus_soon()  # nvidia-smi answers while the recipe composes and resolves
     recipe, bundle = checked(target, overrides)
     if dry_run:
         show(bundle)
@@ -169,7 +170,7 @@ def run(
         _preflight(preflight.check(recipe, bundle, base, dict(os.environ), base, host=False), waived)
         return submit.ENGINES[engine](recipe, bundle, output_dir)
     _this_host_starts_every_node(recipe)
-    host = machine.gpus()
+    host = host_gpus()
     why = machine.mismatch(recipe.data, host)
     if why and not allow_mismatch:
         raise RecipeError(
@@ -190,7 +191,13 @@ def run(
     where = Path(output_dir) if output_dir else resume_.folder_of(recipe, resume) if resume is not None else None
     output = where or resume_.runs_of(recipe, Path("runs"))
     done = preflight.check(
-        recipe, bundle, output, env, where or Path.cwd(), skip=("host-gpus", "host-trainer-env", "host-build-locks")
+        recipe,
+        bundle,
+        output,
+        env,
+        where or Path.cwd(),
+        skip=("host-gpus", "host-trainer-env", "host-build-locks"),
+        gpus=host,
     )
     kept = _preflight(done, waived)
     command = ["bash", "launch.sh"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from registry import view
@@ -43,6 +45,20 @@ def gpus() -> list[GPU]:
         if name and (wanted is None or index.strip() in wanted or uuid.strip() in wanted):
             found.append(GPU(name.strip(), int(float(memory.strip() or 0)), driver.strip()))
     return found
+
+
+def gpus_soon() -> Callable[[], list[GPU]]:
+    """gpus(), asked now in a thread: the answer (tens of milliseconds of nvidia-smi) comes while
+    the caller composes and resolves; calling the result waits for it."""
+    box: list[list[GPU]] = []
+    thread = threading.Thread(target=lambda: box.append(gpus()), daemon=True)
+    thread.start()
+
+    def result() -> list[GPU]:
+        thread.join()
+        return box[0] if box else []
+
+    return result
 
 
 def _last_two(rest: str) -> tuple[str, str, str]:

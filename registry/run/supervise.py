@@ -96,7 +96,9 @@ def supervise(commands: list[tuple[list[str], dict[str, str]]], cwd: Path, echo:
         for argv, env in commands
     ]
     watchdog = subprocess.Popen(
-        [sys.executable, "-c", WATCHDOG, *(str(p.pid) for p in procs)],
+        # -S: the standard library is all it needs; without site (and its .pth files) it starts
+        # in milliseconds, and a short run does not wait for it to get as far as reading "done"
+        [sys.executable, "-S", "-c", WATCHDOG, *(str(p.pid) for p in procs)],
         stdin=subprocess.PIPE,
         start_new_session=True,
         env={**os.environ, "GRACE_S": str(GRACE_S)},

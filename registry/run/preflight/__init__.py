@@ -132,16 +132,19 @@ def check(
     host: bool = True,
     use_torch: bool = False,
     skip: tuple[str, ...] = (),
+    gpus: list | None = None,
 ) -> Report:
     """The dataset rules, then (with `host`) the host rules but `skip`, for a composed recipe
     (data, origins) whose trainer is `bundle` (None where it did not resolve), writing under
-    `output`; a relative dataset.root is read from `base`, the folder the trainer runs in."""
+    `output`; a relative dataset.root is read from `base`, the folder the trainer runs in.
+    `gpus`: the host's GPUs where the caller asked nvidia-smi already (recipe run, before its
+    launch: each question costs tens of milliseconds)."""
     from registry.run.preflight.host import gather
 
     report = Report()
     check_dataset(recipe.data, recipe.origins, base, env, report)
     if host:
-        facts = gather(recipe.data, bundle, output, env, use_torch)
+        facts = gather(recipe.data, bundle, output, env, use_torch, gpus=gpus)
         run = hostchecks.Run(recipe.data, bundle, tuple(report.datasets), view.of(recipe.data).trainer.env)
         check_host(recipe.data, recipe.origins, facts, run, report, skip)
     return report

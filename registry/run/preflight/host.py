@@ -57,12 +57,21 @@ def existing(path: Path) -> Path:
     return path
 
 
-def gather(doc: dict, inv, output: Path, env: dict[str, str], use_torch: bool = False) -> HostFacts:
+def gather(
+    doc: dict,
+    inv,
+    output: Path,
+    env: dict[str, str],
+    use_torch: bool = False,
+    *,
+    gpus: list | None = None,
+) -> HostFacts:
     """This host's facts for a run of `doc` by the trainer invocation `inv` (None: the recipe did
     not resolve, no trainer to ask) writing under `output`. `use_torch`: ask torch for the GPUs
-    where nvidia-smi finds none (recipe doctor)."""
+    where nvidia-smi finds none (recipe doctor). `gpus`: what nvidia-smi said already (the
+    trainer's interpreter is asked once a process too: environment.ask)."""
     recipe, notes = view.of(doc), []
-    gpus, source = machine.gpus(), "nvidia-smi"
+    gpus, source = (machine.gpus() if gpus is None else gpus), "nvidia-smi"
     if not gpus and use_torch and recipe.hardware.gpu is not None:
         gpus, why = torch_gpus()
         source = "torch" if gpus else "none"
