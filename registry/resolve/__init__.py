@@ -20,7 +20,7 @@ import yaml
 from registry import view
 from registry.doc import Recipe
 from registry.errors import Exit, RecipeError
-from registry.resolve import kubernetes, launch, skypilot
+from registry.resolve import launch
 from registry.resolve.accelerate import DEEPSPEED_JSON, accelerate_config
 from registry.resolve.deepspeed import deepspeed_config
 from registry.resolve.lock import LOCK, lock
@@ -60,9 +60,13 @@ def resolve(recipe: Recipe) -> Bundle:
     engine = view.of(doc).launch
     if engine.launcher == "slurm":
         files[launch.SBATCH] = launch.sbatch(doc)
-    if engine.launcher == "skypilot":
+    if engine.launcher == "skypilot":  # the cluster engines' writers load for their recipes only
+        from registry.resolve import skypilot
+
         files[skypilot.TASK] = skypilot.task(doc)
     if engine.launcher == "kubernetes":
+        from registry.resolve import kubernetes
+
         files[kubernetes.MANIFEST] = kubernetes.manifest(doc, engine.image)
     files[LOCK] = lock(recipe, files)
     return Bundle(
