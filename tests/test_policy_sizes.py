@@ -6,7 +6,7 @@ trainers' own model code (tests/upstream/policy_sizes.py), recorded in tests/dat
 2. The derivation script builds the wrap classes and shapes the parts declare.
 3. Its counting (nested wrap units, the root, saved-for-backward bytes) on small torch models.
 4. Re-derivation in the trainer's environment: OpenTau's venv (tests/upstream/opentau_env.sh, built
-   in CI) and LeRobot's (RECIPE_LEROBOT_PYTHON, see tests/test_lerobot_upstream.py) give the
+   in CI) and LeRobot's (tests/upstream/lerobot_env.sh, built in CI, or RECIPE_LEROBOT_PYTHON) give the
    fixture's figures again.
 """
 
@@ -20,7 +20,7 @@ import subprocess
 
 import pytest
 import yaml
-from conftest import ROOT, USER_ENV
+from conftest import ROOT, lerobot_python
 
 FIXTURE = ROOT / "tests" / "data" / "policy_sizes.json"
 SCRIPT = ROOT / "tests" / "upstream" / "policy_sizes.py"
@@ -167,11 +167,7 @@ def test_opentau_rederives_the_fixture(tmp_path):
 
 @pytest.mark.upstream
 def test_lerobot_rederives_the_fixture(tmp_path):
-    python = USER_ENV.get("RECIPE_LEROBOT_PYTHON")
-    if not python:
-        pytest.skip(
-            "set RECIPE_LEROBOT_PYTHON to a Python with lerobot 0.6.1 and diffusers (tests/test_lerobot_upstream.py)"
-        )
+    python = lerobot_python()
     found = rederive(python, "lerobot", tmp_path)
     assert found["versions"]["lerobot"] == DATA["lerobot"]["versions"]["lerobot"]
     drift = {k: v for k, v in same_counts(found, DATA["lerobot"]).items() if v}
