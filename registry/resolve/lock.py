@@ -41,7 +41,8 @@ def source_commits(paths: list[Path]) -> dict[str, dict]:
             by_source.setdefault(located[0], []).append(path)
     out = {}
     for name, files in by_source.items():
-        commits = {git.committed(f) for f in files}
+        together = git.committed_together(files)  # the usual case, a source committed as it is
+        commits = {together} if together else {git.committed(f) for f in files}
         out[name] = (
             {"commit": commits.pop()}
             if len(commits) == 1 and None not in commits

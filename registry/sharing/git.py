@@ -89,6 +89,24 @@ def head(repo: Path) -> str:
     return _git("rev-parse", "HEAD", cwd=repo)
 
 
+def committed_together(paths: list[Path]) -> str | None:
+    """The commit of the one work tree holding every file of `paths`, committed and unmodified, or
+    None: four git calls for any number of files, where `committed` takes four for each. None
+    says only that this quick answer does not hold (files in two repositories, one modified)."""
+    names = sorted({str(p.absolute()) for p in paths})
+    if not names:
+        return None
+    try:
+        top = _git("rev-parse", "--show-toplevel", cwd=paths[0].parent)
+        if _git("status", "--porcelain", "--", *names, cwd=Path(top)):
+            return None
+        if len(_git("ls-files", "--", *names, cwd=Path(top)).splitlines()) != len(names):
+            return None
+        return _git("rev-parse", "HEAD", cwd=Path(top))
+    except RecipeError:
+        return None
+
+
 def committed(path: Path) -> str | None:
     """The commit of the work tree holding `path` if the file is committed and unmodified there."""
     folder = path.parent
