@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-pytest_plugins = ["ci_skips"]  # under CI, a test that skips fails the run unless tests/allowed_skips.txt lists it
+pytest_plugins = ["node_lists"]  # tests/allowed_skips.txt (under CI), tests/slow.txt (tests/quick.sh)
 
 if TYPE_CHECKING:  # registry is imported lazily: a broken module fails its tests, not the conftest
     from registry.compose import Recipe
@@ -168,7 +168,7 @@ def heavy_imports(
 
 def side_venv_python(venv: Path, what: str, build: str, variable: str) -> Path:
     """The python of a side environment holding an upstream project's own checker (tests/upstream/*_env.sh
-    build them). Missing, the test skips, which fails the run under CI (tests/ci_skips.py)."""
+    build them). Missing, the test skips, which fails the run under CI (tests/node_lists.py)."""
     python = venv / "bin" / "python"
     if not python.exists():
         pytest.skip(f"no {what} check venv at {venv} (build it: {build}, or set {variable})")

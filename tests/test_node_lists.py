@@ -1,5 +1,6 @@
-"""tests/ci_skips.py: under CI a skip the list does not allow fails the run; elsewhere skips stay skips.
-Each case runs pytest with the plugin on a scratch project, as CI runs the suite."""
+"""tests/node_lists.py: under CI a skip tests/allowed_skips.txt does not allow fails the run, elsewhere
+skips stay skips; tests/slow.txt's tests are marked `slow`. Each case runs pytest with the plugin on a
+scratch project, as CI runs the suite."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ci_skips import covers, in_ci, parse_allowed
+from node_lists import covers, in_ci, parse_node_list
 
 SCRATCH_TESTS = """
 import pytest
@@ -34,16 +35,30 @@ def test_known_bug():
     assert False
 """
 LISTED = "test_scratch.py::test_listed  # the scratch project's GPU test\n"
+SLOW = "test_scratch.py::test_needs  # not a node: a prefix ends at :: or [\ntest_scratch.py::test_passes  # slow\n"
 
 
-def run_scratch(tmp_path: Path, ci: str | None) -> tuple[dict[str, int], str]:
+def run_scratch(tmp_path: Path, ci: str | None, *args: str) -> tuple[dict[str, int], str]:
     (tmp_path / "test_scratch.py").write_text(SCRATCH_TESTS)
-    (tmp_path / "pytest.ini").write_text("[pytest]\nallowed_skips = skips.txt\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nallowed_skips = skips.txt\nslow_tests = slow.txt\n")
     (tmp_path / "skips.txt").write_text(LISTED)
+    (tmp_path / "slow.txt").write_text(SLOW)
     env = {k: v for k, v in os.environ.items() if k != "CI"} | ({"CI": ci} if ci is not None else {})
     env["PYTHONPATH"] = str(Path(__file__).parent)
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "ci_skips", "-p", "no:cacheprovider", "-q", "-rf", "test_scratch.py"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "node_lists",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-rf",
+            *args,
+            "test_scratch.py",
+        ],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -57,8 +72,9 @@ def run_scratch(tmp_path: Path, ci: str | None) -> tuple[dict[str, int], str]:
 
 def test_under_ci_an_unlisted_skip_fails_and_a_listed_one_stays_a_skip(tmp_path):
     counts, out = run_scratch(tmp_path, "true")
-    # the two unlisted skips (a call-time skip and a skipif mark) fail; the listed family and the xfail stay
-    assert counts == {"failed": 2, "passed": 1, "skipped": 2, "xfailed": 1}, out
+    # the two unlisted skips fail: a call-time skip as a failure, a skipif mark as an error at set-up;
+    # the listed family and the xfail stay as they are
+    assert counts == {"failed": 1, "error": 1, "passed": 1, "skipped": 2, "xfailed": 1}, out
     assert "skipped under CI: zsh is not installed" in out and "skipped under CI: no chromium binary" in out
     assert "list the test in skips.txt with the reason" in out
 
@@ -80,15 +96,25 @@ def test_a_prefix_covers_its_node_and_what_lies_under_it():
     assert not covers(prefix, "tests/test_x.py::test_y_other") and not covers(prefix, "tests/test_x.py")
 
 
-def test_the_list_needs_a_reason_for_each_entry():
-    assert parse_allowed("# header\n\na::b  # why\n") == {"a::b": "why"}
+def test_slow_tests_are_left_out_of_the_everyday_run(tmp_path):
+    counts, out = run_scratch(tmp_path, None, "-m", "not slow")
+    assert counts == {"skipped": 4, "xfailed": 1, "deselected": 1}, out  # test_passes only
+    counts, out = run_scratch(tmp_path, None, "-m", "slow")
+    assert counts == {"passed": 1, "deselected": 5}, out
+
+
+def test_a_list_needs_a_reason_for_each_entry():
+    assert parse_node_list("# header\n\na::b  # why\n", "list.txt") == {"a::b": "why"}
     with pytest.raises(pytest.UsageError, match=r"list\.txt:2: `a::c` has no reason"):
-        parse_allowed("a::b  # why\na::c\n", "list.txt")
+        parse_node_list("a::b  # why\na::c\n", "list.txt")
 
 
-def test_the_projects_list_parses_and_names_tests_that_exist():
-    """Every entry of tests/allowed_skips.txt names a test file that exists (a renamed test would
-    otherwise leave a stale entry that allows nothing, or the wrong thing)."""
+@pytest.mark.parametrize("name", ["allowed_skips.txt", "slow.txt"])
+def test_the_projects_lists_name_tests_that_exist(name):
+    """Every entry names a test file that exists, and a test function in it where it names one (a
+    renamed test would otherwise leave an entry that covers nothing)."""
     root = Path(__file__).resolve().parent.parent
-    for prefix in parse_allowed((root / "tests" / "allowed_skips.txt").read_text()):
-        assert (root / prefix.split("::")[0]).is_file(), prefix
+    for prefix in parse_node_list((root / "tests" / name).read_text(), name):
+        file, _, test = prefix.partition("::")
+        assert (root / file).is_file(), prefix
+        assert not test or f"def {test.split('[')[0]}(" in (root / file).read_text(), prefix
