@@ -9,9 +9,10 @@
 # another interpreter. A venv of its own: LeRobot needs Python >= 3.12 and torch < 2.12, the
 # project's venv has Python 3.11 and torch 2.13. Idempotent: a venv that already imports the pinned
 # LeRobot is left as it is. PYTHON picks the interpreter (default: the first Python >= 3.12 found,
-# pyenv's included). About 5 GB: PyPI's torch for Linux is a CUDA build, and no CPU build of torch
-# 2.11 for Python 3.12 is on this kind of machine's disk.
-# Why each pin (the GPU host's set, shared/gpu/LEROBOT.md):
+# pyenv's included). About 5.5 GB and 13 minutes the first time: PyPI's torch for Linux is a CUDA
+# build (PyPI has no CPU one); later runs reuse it (under 2 s).
+# Why each pin (the set benchmarks/results/trainers_gpu.md trained with; LeRobot 0.6.1's own ranges:
+# https://github.com/huggingface/lerobot/blob/v0.6.1/pyproject.toml):
 #  - torch 2.11.0 and torchvision 0.26.0: the newest pair LeRobot 0.6.1 accepts (torch<2.12,
 #    torchvision<0.27), installed first and alone so that pip does not settle on an older pair.
 #  - lerobot[dataset]: `lerobot.scripts.lerobot_train`, which the checker imports as lerobot-train
