@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+pytest_plugins = ["node_lists"]  # tests/allowed_skips.txt (under CI), tests/slow.txt (tests/quick.sh)
+
 if TYPE_CHECKING:  # registry is imported lazily: a broken module fails its tests, not the conftest
     from registry.compose import Recipe
     from registry.resolve import Bundle
@@ -75,7 +77,7 @@ def untracked() -> set[str] | None:
     try:
         out = subprocess.run(
             ["git", "status", "--porcelain", "-z", "--untracked-files=all", "--ignored", "--", "."]
-            + [":(exclude).venv", ":(exclude).venv-opentau", ":(exclude).venv-skypilot"],
+            + [":(exclude).venv", ":(exclude).venv-opentau", ":(exclude).venv-skypilot", ":(exclude).venv-lerobot"],
             cwd=ROOT,
             env=USER_ENV,
             capture_output=True,
@@ -165,15 +167,22 @@ def heavy_imports(
 
 
 def side_venv_python(venv: Path, what: str, build: str, variable: str) -> Path:
-    """The python of a side environment holding an upstream project's own checker. Missing, the
-    test skips, except under CI, which must build it: a skipped check would pass as a green one."""
+    """The python of a side environment holding an upstream project's own checker (tests/upstream/*_env.sh
+    build them). Missing, the test skips, which fails the run under CI (tests/node_lists.py)."""
     python = venv / "bin" / "python"
     if not python.exists():
-        why = f"no {what} check venv at {venv} (build it: {build} {venv}, or set {variable})"
-        if USER_ENV.get("CI"):
-            pytest.fail(f"{why}: CI must build it, a skipped check would pass as a green one", pytrace=False)
-        pytest.skip(why)
+        pytest.skip(f"no {what} check venv at {venv} (build it: {build}, or set {variable})")
     return python
+
+
+def lerobot_python() -> Path:
+    """LeRobot's interpreter: RECIPE_LEROBOT_PYTHON (a GPU host's own Python), else the checkout's
+    .venv-lerobot (tests/upstream/lerobot_env.sh)."""
+    if USER_ENV.get("RECIPE_LEROBOT_PYTHON"):
+        return Path(USER_ENV["RECIPE_LEROBOT_PYTHON"])
+    return side_venv_python(
+        ROOT / ".venv-lerobot", "LeRobot", "bash tests/upstream/lerobot_env.sh", "RECIPE_LEROBOT_PYTHON"
+    )
 
 
 _PORTS_GIVEN: set[int] = set()

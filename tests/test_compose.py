@@ -1,6 +1,7 @@
 """Composition: parts, overlay, extends, overrides, swaps, origins, and every failure mode."""
 
 import itertools
+import json
 
 import pytest
 from conftest import run_cli
@@ -171,11 +172,39 @@ def test_merge_matches_omegaconf(a, b):
     assert merge(a, b) == expected
 
 
+# OmegaConf's merge of the first N layers (keyed by their JSON), for every N short of a whole cell
+_OMEGACONF_PREFIXES: dict[tuple[str, ...], object] = {}
+
+
+def omegaconf_merge(layers: list[dict]) -> dict:
+    """OmegaConf.merge(*layers) as a container. OmegaConf merges left to right into a copy of the
+    first, so the merge of a prefix the cells share (base, policy, backend) is made once and the
+    rest merged onto it: the same result as one merge of all layers, at a fifth of the time."""
+    key: tuple[str, ...] = ()
+    merged = None
+    for i, layer in enumerate(layers):
+        key += (json.dumps(layer, sort_keys=True, default=repr),)
+        config = _OMEGACONF_PREFIXES.get(key)
+        if config is None:
+            config = OmegaConf.create(layer) if merged is None else OmegaConf.merge(merged, OmegaConf.create(layer))
+            if i < len(layers) - 1:  # a whole cell's merge is never a prefix of another's
+                _OMEGACONF_PREFIXES[key] = config
+        merged = config
+    return OmegaConf.to_container(merged, resolve=False)
+
+
 @pytest.mark.parametrize("cell", ["/".join(c) for c in CELLS])
 def test_every_cell_merges_as_omegaconf_does(cell):
     layers = [layer.data for layer in Plan.of(cell).layers if layer.data]
-    expected = OmegaConf.to_container(OmegaConf.merge(*map(OmegaConf.create, layers)), resolve=False)
+    expected = omegaconf_merge(layers)
     got = {}
     for layer in layers:
         got = merge(got, layer)
     assert got == expected
+
+
+@pytest.mark.parametrize("cell", ["/".join(c) for c in CELLS[:: len(CELLS) // 7]])
+def test_omegaconf_merge_of_shared_prefixes_is_one_merge_of_all_layers(cell):
+    layers = [layer.data for layer in Plan.of(cell).layers if layer.data]
+    once = OmegaConf.to_container(OmegaConf.merge(*map(OmegaConf.create, layers)), resolve=False)
+    assert omegaconf_merge(layers) == once

@@ -1,9 +1,9 @@
 """LeRobot's own parser and validate() on the command lines the registry writes (lerobot 0.6.1).
 
-LeRobot needs Python >= 3.12 and torch, so it runs in an environment of its own: set
-RECIPE_LEROBOT_PYTHON to its interpreter (tests/upstream/lerobot_check.py runs there, in one
-process for every case). The GPU host has one (benchmarks/results/trainers_gpu.md); a CPU one is
-`python3.12 -m venv ENV && ENV/bin/pip install torch==2.11.0 lerobot==0.6.1` (about 4 GB).
+LeRobot needs Python >= 3.12 and torch, so it runs in an environment of its own,
+`bash tests/upstream/lerobot_env.sh` (CI builds it), or the interpreter RECIPE_LEROBOT_PYTHON names
+(the GPU host's, benchmarks/results/trainers_gpu.md); tests/upstream/lerobot_check.py runs there, in
+one process for every case.
 
 1. Every valid bundled LeRobot cell parses and validates, and LeRobot's parsed config holds the
    recipe's values: batch size, steps, seed, save and log frequency, workers, the optimizer and
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, USER_ENV
+from conftest import ROOT, USER_ENV, lerobot_python
 
 from registry.compose import Recipe, compose
 from registry.resolve import resolve
@@ -34,7 +34,6 @@ from registry.validate import validate
 pytestmark = pytest.mark.upstream
 
 CHECKER = ROOT / "tests" / "upstream" / "lerobot_check.py"
-PYTHON = USER_ENV.get("RECIPE_LEROBOT_PYTHON")
 OFFLINE = ["--policy.pretrained_backbone_weights=null"]  # ACT and diffusion would download ResNet weights
 
 
@@ -146,8 +145,7 @@ def args_for(flags: list[str]) -> list[str]:
 @pytest.fixture(scope="module")
 def upstream(matrix, tmp_path_factory) -> dict:
     """One LeRobot process for every case: cells, broken and fixed twins."""
-    if not PYTHON:
-        pytest.skip("set RECIPE_LEROBOT_PYTHON to a Python that has lerobot 0.6.1 (see this module's docstring)")
+    python = lerobot_python()
     cases = [{"id": name, "args": args_for(flags_of(matrix[name].bundle.files))} for name in lerobot_cells(matrix)]
     for i, pair in enumerate(PAIRS):
         for side in ("broken", "fixed"):
@@ -161,7 +159,7 @@ def upstream(matrix, tmp_path_factory) -> dict:
     folder = tmp_path_factory.mktemp("lerobot")
     (folder / "cases.json").write_text(json.dumps(cases))
     done = subprocess.run(
-        [PYTHON, str(CHECKER), str(folder / "cases.json"), "-o", str(folder / "out.json")],
+        [python, str(CHECKER), str(folder / "cases.json"), "-o", str(folder / "out.json")],
         capture_output=True,
         text=True,
         timeout=900,

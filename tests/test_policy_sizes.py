@@ -6,7 +6,7 @@ trainers' own model code (tests/upstream/policy_sizes.py), recorded in tests/dat
 2. The derivation script builds the wrap classes and shapes the parts declare.
 3. Its counting (nested wrap units, the root, saved-for-backward bytes) on small torch models.
 4. Re-derivation in the trainer's environment: OpenTau's venv (tests/upstream/opentau_env.sh, built
-   in CI) and LeRobot's (RECIPE_LEROBOT_PYTHON, see tests/test_lerobot_upstream.py) give the
+   in CI) and LeRobot's (tests/upstream/lerobot_env.sh, built in CI, or RECIPE_LEROBOT_PYTHON) give the
    fixture's figures again.
 """
 
@@ -20,7 +20,7 @@ import subprocess
 
 import pytest
 import yaml
-from conftest import ROOT, USER_ENV
+from conftest import ROOT, USER_ENV, lerobot_python
 
 FIXTURE = ROOT / "tests" / "data" / "policy_sizes.json"
 SCRIPT = ROOT / "tests" / "upstream" / "policy_sizes.py"
@@ -131,10 +131,10 @@ def test_saved_bytes_counts_activations_not_weights():
     assert batches[4] == 4 * 4 * (256 + 512)
 
 
-def rederive(python, trainer: str, tmp_path) -> dict:
+def rederive(python, trainer: str, tmp_path, *flags: str) -> dict:
     out = tmp_path / f"{trainer}.json"
     done = subprocess.run(
-        [str(python), str(SCRIPT), trainer, "-o", str(out)],
+        [str(python), str(SCRIPT), trainer, "-o", str(out), *flags],
         capture_output=True,
         text=True,
         timeout=1200,
@@ -166,14 +166,21 @@ def test_opentau_rederives_the_fixture(tmp_path):
 
 
 @pytest.mark.upstream
-def test_lerobot_rederives_the_fixture(tmp_path):
-    python = USER_ENV.get("RECIPE_LEROBOT_PYTHON")
-    if not python:
-        pytest.skip(
-            "set RECIPE_LEROBOT_PYTHON to a Python with lerobot 0.6.1 and diffusers (tests/test_lerobot_upstream.py)"
-        )
-    found = rederive(python, "lerobot", tmp_path)
+def test_lerobot_rederives_the_fixtures_counts(tmp_path):
+    found = rederive(lerobot_python(), "lerobot", tmp_path, "--no-activations")
     assert found["versions"]["lerobot"] == DATA["lerobot"]["versions"]["lerobot"]
+    drift = {k: v for k, v in same_counts(found, DATA["lerobot"]).items() if v}
+    assert not drift, f"LeRobot's model differs from tests/data/policy_sizes.json (found, recorded): {drift}"
+
+
+@pytest.mark.upstream
+def test_lerobot_rederives_the_fixtures_activations(tmp_path):
+    """Real forward and backward passes of ACT (480 x 640 images) and diffusion at two batch sizes
+    and two camera counts: about 4 minutes of CPU, so only where RECIPE_LEROBOT_ACTIVATIONS is set
+    (tests/allowed_skips.txt)."""
+    if not USER_ENV.get("RECIPE_LEROBOT_ACTIVATIONS"):
+        pytest.skip("LeRobot's activations take about 4 minutes of CPU: set RECIPE_LEROBOT_ACTIVATIONS=1 to run them")
+    found = rederive(lerobot_python(), "lerobot", tmp_path)
     drift = {k: v for k, v in same_counts(found, DATA["lerobot"]).items() if v}
     for name, recorded in DATA["lerobot"]["policies"].items():
         for key in ("activations", "activations_toy"):

@@ -29,6 +29,7 @@ LeRobot cannot be imported.
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 import logging
@@ -53,6 +54,12 @@ def _load() -> dict[str, Any]:
     _offline_env()
     import draccus
     import lerobot
+    from draccus.wrappers import docstring
+
+    # draccus builds each field's help text from its class's source on every parse (its own cache on
+    # get_attribute_docstring is commented out): most of a parse's time, and help text only, so one
+    # reading per field serves every case; what a command line parses to, or why it fails, is unchanged
+    docstring.get_attribute_docstring = functools.cache(docstring.get_attribute_docstring)
     from lerobot.configs import parser
     from lerobot.configs.policies import PreTrainedConfig
     from lerobot.configs.train import TrainPipelineConfig

@@ -2,10 +2,12 @@
 # Builds the virtualenv that tests/upstream/opentau_check.py runs in: OpenTau 0.14.0 and just what
 # `import opentau.configs.train` needs, on CPU.
 #
-#   bash tests/upstream/opentau_env.sh [VENV]      (default: .venv-opentau in the repo root)
+#   bash tests/upstream/opentau_env.sh [VENV]
 #
-# A venv of its own: OpenTau needs transformers 4.57, the project's venv has 5.x. Idempotent: a venv
-# that already imports the pinned OpenTau is left as it is. PYTHON picks the interpreter (python3).
+# Without VENV: built once per machine under ~/.cache/recipe/side-envs and linked as .venv-opentau in
+# the repo root (tests/upstream/side_env.sh). A venv of its own: OpenTau needs transformers 4.57, the
+# project's venv has 5.x. Idempotent: a venv that already imports the pinned OpenTau is left as it
+# is. PYTHON picks the interpreter (python3). About 1.5 GB, 55 s from scratch.
 # Why each pin (docs: shared/brief/OPENTAU_CHECK.md):
 #  - torch first and alone: 2.13.0 is the local CPU wheel; resolved together with the rest, pip may
 #    pick a newer CUDA build (5.9 GB).
@@ -15,36 +17,33 @@
 #  - opentau with --no-deps --ignore-requires-python: the wheel says Python 3.10 and lists training-only
 #    dependencies (deepspeed, wandb, mediapipe, ...) that parsing a config does not touch.
 set -euo pipefail
+source "$(dirname "$0")/side_env.sh"
 
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-venv="${1:-$root/.venv-opentau}"
-python="${PYTHON:-python3}"
+name=opentau
 opentau=0.14.0
+what="OpenTau $opentau"
+python="${PYTHON:-python3}"
 pins=(
     transformers==4.57.6 huggingface_hub==0.36.2 datasets==5.0.1 accelerate==1.15.0 draccus==0.11.6
     jsonlines==4.0.0 pillow==13.0.0 imageio==2.38.1 einops==0.8.2
 )
 
 ready() {
-    "$venv/bin/python" - "$opentau" 2>/dev/null <<'EOF'
+    "$1/bin/python" - "$opentau" 2>/dev/null <<'PY'
 import sys
 from importlib.metadata import version
 
 import opentau  # noqa: F401  (importable, not only installed)
 
 sys.exit(version("opentau") != sys.argv[1])
-EOF
+PY
 }
 
-if [ -x "$venv/bin/python" ] && ready; then
-    echo "opentau venv: $venv is ready (OpenTau $opentau)"
-    exit 0
-fi
+build() {
+    "$python" -m venv "$1"
+    "$1/bin/python" -m pip install -q torch==2.13.0
+    "$1/bin/python" -m pip install -q torch==2.13.0 "${pins[@]}"
+    "$1/bin/python" -m pip install -q --no-deps --ignore-requires-python "opentau==$opentau"
+}
 
-start=$SECONDS
-"$python" -m venv "$venv"
-"$venv/bin/pip" install -q torch==2.13.0
-"$venv/bin/pip" install -q torch==2.13.0 "${pins[@]}"
-"$venv/bin/pip" install -q --no-deps --ignore-requires-python "opentau==$opentau"
-ready || { echo "opentau venv: $venv was built but does not import opentau" >&2; exit 1; }
-echo "opentau venv: built $venv in $((SECONDS - start)) s ($(du -sh "$venv" | cut -f1))"
+side_env_main "$@"

@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
 # Builds the virtualenv that tests/upstream/skypilot_check.py runs in: SkyPilot 0.14.1 as PyPI gives it.
 #
-#   bash tests/upstream/skypilot_env.sh [VENV]      (default: .venv-skypilot in the repo root)
+#   bash tests/upstream/skypilot_env.sh [VENV]
 #
-# A venv of its own: SkyPilot pins click<8.2 and brings a server stack (fastapi, sqlalchemy, pandas,
-# ...; about 460 MB) that the project's venv has no use for. All of its dependencies are installed:
-# `import sky` pulls nearly all of them in before its task loader can run, so a --no-deps subset
-# saves little and breaks with any release. Nothing here reaches a cloud: the check only loads
-# task YAML. Idempotent: a venv that already imports the pinned SkyPilot is left as it is.
-# PYTHON picks the interpreter (python3). About 50 s from PyPI.
+# Without VENV: built once per machine under ~/.cache/recipe/side-envs and linked as .venv-skypilot
+# in the repo root (tests/upstream/side_env.sh). A venv of its own: SkyPilot pins click<8.2 and
+# brings a server stack (fastapi, sqlalchemy, pandas, ...; about 460 MB) that the project's venv has
+# no use for. All of its dependencies are installed: `import sky` pulls nearly all of them in before
+# its task loader can run, so a --no-deps subset saves little and breaks with any release. Nothing
+# here reaches a cloud: the check only loads task YAML. Idempotent: a venv that already imports the
+# pinned SkyPilot is left as it is. PYTHON picks the interpreter (python3). About 50 s from PyPI.
 set -euo pipefail
+source "$(dirname "$0")/side_env.sh"
 
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-venv="${1:-$root/.venv-skypilot}"
-python="${PYTHON:-python3}"
+name=skypilot
 skypilot=0.14.1
+what="SkyPilot $skypilot"
+python="${PYTHON:-python3}"
+pins=("skypilot==$skypilot")
 
 ready() {
-    "$venv/bin/python" - "$skypilot" 2>/dev/null <<'PY'
+    "$1/bin/python" - "$skypilot" 2>/dev/null <<'PY'
 import sys
 from importlib.metadata import version
 
@@ -27,13 +30,9 @@ sys.exit(version("skypilot") != sys.argv[1])
 PY
 }
 
-if [ -x "$venv/bin/python" ] && ready; then
-    echo "skypilot venv: $venv is ready (SkyPilot $skypilot)"
-    exit 0
-fi
+build() {
+    "$python" -m venv "$1"
+    "$1/bin/python" -m pip install -q "${pins[@]}"
+}
 
-start=$SECONDS
-"$python" -m venv "$venv"
-"$venv/bin/pip" install -q "skypilot==$skypilot"
-ready || { echo "skypilot venv: $venv was built but does not import sky" >&2; exit 1; }
-echo "skypilot venv: built $venv in $((SECONDS - start)) s ($(du -sh "$venv" | cut -f1))"
+side_env_main "$@"
