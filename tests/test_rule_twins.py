@@ -1,0 +1,75 @@
+"""Rules pinned at their edges: for each numeric bound, each factor of an arithmetic rule and each
+branch of a `when`, a recipe that breaks the rule and a twin that differs from it in that one
+value only. tests/test_invariants.py has one breaking case per rule; these are the cases a moved
+bound, a dropped factor or a dropped branch would pass (benchmarks/schema_mutation.py,
+docs/mutation.md)."""
+
+import pytest
+
+from registry.compose import compose
+from registry.validate import validate
+
+
+def gpu(cc: float) -> str:
+    return f"hardware.gpu={{name: X, memory_gib: 80, compute_capability: {cc}}}"
+
+
+TWO_NODES = "pi07/zero2/2x8xH100"  # micro batch 2, no accumulation, 2 nodes x 8 GPUs: global batch 32
+ON_2_GPUS = ["hardware.gpus_per_node=2", "hardware.processes_per_node=2"]
+
+# (rule, recipe, overrides shared by both twins, the value that breaks it, the value that passes)
+# fmt: off
+TWINS = [
+    # numeric bounds: the bound itself passes, the value just past it fails
+    ("bf16-compute-capability", "act/ddp/8xA100", [], gpu(7.9), gpu(8.0)),
+    ("fp8-compute-capability", "act/ddp/8xA100", ["backend.mixed_precision=fp8"], gpu(8.8), gpu(8.9)),
+    ("fp16-deepspeed-compute-capability", "tiny/zero2/cpu", [*ON_2_GPUS, "backend.mixed_precision=fp16"], gpu(6.9), gpu(7.0)),
+    ("gpu-count", "act/ddp/8xA100", ["hardware.processes_per_node=1"], "hardware.gpus_per_node=0", "hardware.gpus_per_node=1"),
+    ("zero-loss-weight-sharded", "pi07/fsdp/8xA100", [], "train.loss_weights.CE=0", "train.loss_weights.CE=0.001"),
+    ("action-steps-chunk", "act/ddp/8xA100", [], "policy.n_action_steps=101", "policy.n_action_steps=100"),
+    # equality on either side: one more and one less both break it
+    ("processes-per-gpu", "act/ddp/8xA100", [], "hardware.processes_per_node=9", "hardware.processes_per_node=8"),
+    ("processes-per-gpu", "act/ddp/8xA100", [], "hardware.processes_per_node=7", "hardware.processes_per_node=8"),
+    # every factor of a product: each breaking value leaves out one factor
+    ("global-batch-size", TWO_NODES, [], "train.global_batch_size=16", "train.global_batch_size=32"),  # nodes
+    ("global-batch-size", TWO_NODES, [], "train.global_batch_size=4", "train.global_batch_size=32"),  # per node
+    ("global-batch-size", TWO_NODES, ["train.micro_batch_size=3"], "train.global_batch_size=24", "train.global_batch_size=48"),
+    ("global-batch-size", TWO_NODES, ["train.gradient_accumulation_steps=3"], "train.global_batch_size=32", "train.global_batch_size=96"),
+    ("global-batch-size", TWO_NODES, ["train.micro_batch_size=3"], "train.global_batch_size=16", "train.global_batch_size=48"),  # micro
+    ("process-count", TWO_NODES, [], "launch.num_processes=8", "launch.num_processes=16"),  # nodes
+    ("process-count", TWO_NODES, [], "launch.num_processes=2", "launch.num_processes=16"),  # per node
+    ("batch-size-product", "tiny/ddp/cpu", ["train.gradient_accumulation_steps=2"], "train.batch_size=16", "train.batch_size=32"),
+    ("batch-size-product", "tiny/ddp/cpu", ["train.micro_batch_size=3"], "train.batch_size=8", "train.batch_size=3"),
+    ("obs-history", "act/ddp/8xA100", ["policy.n_obs_steps=1"], "dataset.n_obs_history=2", "dataset.n_obs_history=1"),
+    # each branch of a `when`: the same breaking value, reached through one branch at a time
+    ("bf16-compute-capability", "act/ddp/8xA100", ["backend.mixed_precision=bf16"], gpu(7.5), gpu(8.6)),
+    ("bf16-compute-capability", "pi05/ddp/8xH200", ["backend.mixed_precision=fp16", "policy.dtype=bfloat16"], gpu(7.5), gpu(9.0)),
+    ("fp16-deepspeed-compute-capability", "tiny/zero2/cpu", [gpu(6.0), *ON_2_GPUS], "backend.mixed_precision=fp16", "backend.mixed_precision=bf16"),
+    ("fp16-deepspeed-compute-capability", "tiny/ddp/cpu", [gpu(6.0), *ON_2_GPUS, "backend.mixed_precision=fp16"], "backend=zero2", "backend=ddp"),
+    ("sim-eval-sharded", "pi07/fsdp/8xA100", ["train.eval={env: libero, every: 1000}"], "backend=fsdp", "backend=ddp"),
+    ("sim-eval-sharded", "pi07/fsdp/8xA100", ["train.eval.every=1000"], "train.eval.env=libero", "train.eval.env=null"),
+]
+# fmt: on
+
+
+def rules_of(target: str, overrides: list[str]) -> set[str]:
+    recipe = compose(target, overrides)
+    return {p.rule for p in validate(recipe.data, recipe.origins) if p.is_error or p.severity == "warning"}
+
+
+@pytest.mark.parametrize(
+    "rule, target, shared, breaking, passing", TWINS, ids=[f"{t[0]}-{i}" for i, t in enumerate(TWINS)]
+)
+def test_twin_differs_in_the_rule_alone(rule, target, shared, breaking, passing):
+    assert rule in rules_of(target, [*shared, breaking]), f"{rule} did not fire on {breaking}"
+    assert rule not in rules_of(target, [*shared, passing]), f"{rule} fired on {passing}"
+
+
+@pytest.mark.parametrize("field", ["train.steps", "train.micro_batch_size", "hardware.processes_per_node"])
+@pytest.mark.parametrize("value", ["true", "8.0"])
+def test_an_integer_field_takes_neither_a_boolean_nor_a_float(field, value):
+    """JSON Schema counts 8.0 as an integer and Python counts True as 1 (docs/failure-modes.md §34)."""
+    recipe = compose("tiny/ddp/cpu", [f"{field}={value}"])
+    found = [p for p in validate(recipe.data, recipe.origins) if p.path == field]
+    assert [p.rule for p in found] == ["type"], [p.render() for p in found]
+    assert "is not of type integer" in found[0].message
