@@ -51,12 +51,13 @@ TESTS: dict[str, list[str]] = {
         "tests/test_roundtrip.py",
         "tests/test_resolved_values.py",
     ],
-    "registry/trainers": ["tests/test_fields.py", "tests/test_trainer_mapping.py", "tests/test_errors.py"],
+    "registry/trainers": ["tests/test_resolved_values.py", "tests/test_fields.py", "tests/test_import_faults.py"],
     "registry/sharing": [
         "tests/test_sharing.py",
         "tests/test_sharing_faults.py",
         "tests/test_git_publish.py",
-        "tests/test_catalog.py",
+        "tests/test_guards.py",
+        "tests/test_hostile.py",
     ],
     "registry/compose": [
         "tests/test_compose.py",
@@ -64,7 +65,7 @@ TESTS: dict[str, list[str]] = {
         "tests/test_hardware_names.py",
         "tests/test_load.py",
     ],
-    "registry/run": ["tests/test_run.py", "tests/test_interval.py", "tests/test_bench.py"],
+    "registry/run": ["tests/test_run.py", "tests/test_guards.py", "tests/test_interval.py", "tests/test_bench.py"],
     "registry/estimate.py": ["tests/test_estimate.py"],
 }
 # The scratch copy holds these beside the mutated package: the data the code reads and the tests.
@@ -242,8 +243,7 @@ def main() -> int:
         "benchmark": "mutation",
         "module": module,
         "tests": tests,
-        "command": f"nice -n 19 python benchmarks/mutation.py {module}"
-        + (f" --tests {' '.join(tests)}" if args.tests else ""),
+        "command": " ".join(["nice -n 19 python benchmarks/mutation.py", *map(shlex.quote, sys.argv[1:])]),
         "mutmut": getattr(mutmut, "__version__", "3"),
         "date": time.strftime("%Y-%m-%d"),
         "seconds": seconds,

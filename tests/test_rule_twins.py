@@ -48,6 +48,15 @@ TWINS = [
     ("fp16-deepspeed-compute-capability", "tiny/ddp/cpu", [gpu(6.0), *ON_2_GPUS, "backend.mixed_precision=fp16"], "backend=zero2", "backend=ddp"),
     ("sim-eval-sharded", "pi07/fsdp/8xA100", ["train.eval={env: libero, every: 1000}"], "backend=fsdp", "backend=ddp"),
     ("sim-eval-sharded", "pi07/fsdp/8xA100", ["train.eval.every=1000"], "train.eval.env=libero", "train.eval.env=null"),
+    ("zero-loss-weight-sharded", "pi07/fsdp/8xA100", ["train.loss_weights.CE=0"], "backend=fsdp", "backend=ddp"),
+    # a rule about a GPU does not apply without one
+    ("fp8-compute-capability", "tiny/ddp/cpu", ["backend.mixed_precision=fp8"], gpu(8.8), "hardware.gpu=null"),
+    ("fp16-deepspeed-compute-capability", "tiny/zero2/cpu", ["backend.mixed_precision=fp16"], gpu(6.9), "hardware.gpu=null"),
+    # each value an enum of the rule allows, and each field of a branch
+    ("sim-eval-sharded", "pi07/fsdp/8xA100", ["train.eval.env=libero"], "train.eval.every=1000", "train.eval.every=null"),
+    ("gpu-count", "tiny/ddp/cpu", [], "hardware.gpus_per_node=2", "hardware.gpus_per_node=0"),
+    ("gpu-count", "tiny/ddp/cpu", [], "hardware.gpus_per_node=2", "hardware.gpus_per_node=null"),
+    ("gpu-count", "tiny/ddp/cpu", [], "hardware.processes_per_node=null", "hardware.processes_per_node=2"),
 ]
 # fmt: on
 
