@@ -60,6 +60,7 @@ TESTS: dict[str, list[str]] = {
         "tests/test_hostile.py",
     ],
     "registry/compose": [
+        "tests/test_overrides.py",
         "tests/test_compose.py",
         "tests/test_catalog.py",
         "tests/test_hardware_names.py",
