@@ -57,6 +57,24 @@ TWINS = [
     ("gpu-count", "tiny/ddp/cpu", [], "hardware.gpus_per_node=2", "hardware.gpus_per_node=0"),
     ("gpu-count", "tiny/ddp/cpu", [], "hardware.gpus_per_node=2", "hardware.gpus_per_node=null"),
     ("gpu-count", "tiny/ddp/cpu", [], "hardware.processes_per_node=null", "hardware.processes_per_node=2"),
+    ("fsdp1-orig-params", "ref-100m/fsdp/2xH100", [], "backend.use_orig_params=false", "backend.use_orig_params=true"),
+    ("fsdp1-orig-params", "act/fsdp/2xH100", ["backend.version=null"], "backend.use_orig_params=false", "backend.use_orig_params=true"),
+    ("fsdp1-reshard-strategy", "act/fsdp/2xH100", ["backend.version=null"], "backend.reshard_after_forward=true", "backend.reshard_after_forward=FULL_SHARD"),
+    *[("fsdp1-reshard-strategy", "act/fsdp/2xH100", [], "backend.reshard_after_forward=true", f"backend.reshard_after_forward={s}")
+      for s in ("SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2")],
+    # FSDP1's and FSDP2's rules: the version decides, and the backend must be FSDP at all
+    ("fsdp1-reshard-strategy", "act/fsdp/2xH100", ["backend.reshard_after_forward=true"], "backend.version=1", "backend.version=2"),
+    ("fsdp2-reshard-bool", "ref-100m/fsdp2/2xH100", ["backend.reshard_after_forward=FULL_SHARD"], "backend.version=2", "backend.version=1"),
+    ("fsdp2-orig-params", "ref-100m/fsdp/2xH100", ["backend.use_orig_params=true"], "backend.version=2", "backend.version=1"),
+    ("fsdp2-forward-prefetch", "ref-100m/fsdp2/2xH100", ["backend.forward_prefetch=true"], "backend.version=2", "backend.version=1"),
+    ("fsdp2-local-state-dict", "ref-100m/fsdp2/2xH100", ["backend.state_dict_type=LOCAL_STATE_DICT"], "backend.version=2", "backend.version=1"),
+    *[(rule, "ref-100m/fsdp2/2xH100", [field], "backend.kind=fsdp", "backend.kind=ddp") for rule, field in (
+        ("fsdp2-reshard-bool", "backend.reshard_after_forward=FULL_SHARD"),
+        ("fsdp2-orig-params", "backend.use_orig_params=true"),
+        ("fsdp2-forward-prefetch", "backend.forward_prefetch=true"),
+        ("fsdp2-local-state-dict", "backend.state_dict_type=LOCAL_STATE_DICT"),
+    )],
+    ("fsdp1-reshard-strategy", "act/fsdp/2xH100", ["backend.reshard_after_forward=true"], "backend.kind=fsdp", "backend.kind=ddp"),
 ]
 # fmt: on
 
