@@ -4,6 +4,8 @@ value only. tests/test_invariants.py has one breaking case per rule; these are t
 bound, a dropped factor or a dropped branch would pass (benchmarks/schema_mutation.py,
 docs/mutation.md)."""
 
+import json
+
 import pytest
 
 from registry.compose import compose
@@ -100,3 +102,51 @@ def test_an_integer_field_takes_neither_a_boolean_nor_a_float(field, value):
     found = [p for p in validate(recipe.data, recipe.origins) if p.path == field]
     assert [p.rule for p in found] == ["type"], [p.render() for p in found]
     assert "is not of type integer" in found[0].message
+
+
+def _kind_gated() -> list[tuple[str, str]]:
+    """Rules whose `when` names the backend's kind (among other fields), and another kind."""
+    from test_invariants import RULES
+
+    found = []
+    for rule_id, rule in sorted(RULES.items()):
+        when = rule.get("when")
+        where = when.get("x-where", {}) if isinstance(when, dict) else {}
+        if len(where) > 1 and "const" in where.get("backend.kind", {}):
+            found.append((rule_id, "fsdp" if where["backend.kind"]["const"] == "ddp" else "ddp"))
+    return found
+
+
+@pytest.mark.parametrize("rule_id, other_kind", _kind_gated())
+def test_a_rule_of_one_backend_kind_is_silent_under_another(rule_id, other_kind):
+    """The recipe that breaks the rule, with the backend's kind alone changed: its other fields
+    are accepted under any kind, so only the `when` keeps the rule to its own."""
+    from test_invariants import CASES
+
+    target, breaking, _ = CASES[rule_id]
+    assert rule_id in rules_of(target, breaking)
+    assert rule_id not in rules_of(target, [*breaking, f"backend.kind={other_kind}"])
+
+
+def _enum_members() -> list[tuple[str, str, object]]:
+    """(rule, path, member) for rules that require one field to be one of an enum."""
+    from test_invariants import RULES
+
+    found = []
+    for rule_id, rule in sorted(RULES.items()):
+        require = rule.get("require")
+        where = require.get("x-where", {}) if isinstance(require, dict) else {}
+        if len(where) == 1:
+            ((path, condition),) = where.items()
+            found += [(rule_id, path, m) for m in (condition.get("enum", []) if isinstance(condition, dict) else [])]
+    return found
+
+
+@pytest.mark.parametrize("rule_id, path, member", _enum_members())
+def test_each_value_a_rule_allows_passes_it(rule_id, path, member):
+    """The recipe that breaks the rule, with the field set to each value the rule allows."""
+    from test_invariants import CASES
+
+    target, breaking, _ = CASES[rule_id]
+    value = json.dumps(member)  # JSON is YAML: null, numbers and quoted strings as they are
+    assert rule_id not in rules_of(target, [*breaking, f"{path}={value}"])
