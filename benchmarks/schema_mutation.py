@@ -18,6 +18,7 @@ import argparse
 import copy
 import json
 import os
+import random
 import shlex
 import shutil
 import subprocess
@@ -192,6 +193,9 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1, help="mutants tested side by side, each in its own copy")
     ap.add_argument("--list", action="store_true", help="print the mutants and stop")
     ap.add_argument("--time-limit", type=float, help="start no mutant after this many seconds")
+    ap.add_argument(
+        "--shuffle", type=int, metavar="SEED", help="test the mutants in a random order (a sample, with --time-limit)"
+    )
     ap.add_argument("--out", type=Path, default=RESULTS / "schemas.json")
     args = ap.parse_args()
 
@@ -203,6 +207,8 @@ def main() -> int:
         return 0
     if not mutants:
         raise SystemExit("schema_mutation: no rule matched")
+    if args.shuffle is not None:
+        random.Random(args.shuffle).shuffle(mutants)
     works = [Path(tempfile.mkdtemp(prefix="recipe-schema-mutation-")) for _ in range(max(1, args.jobs))]
     for work in works:
         scratch_copy(work)
