@@ -77,6 +77,9 @@ TWINS = [
         ("fsdp2-local-state-dict", "backend.state_dict_type=LOCAL_STATE_DICT"),
     )],
     ("fsdp1-reshard-strategy", "act/fsdp/2xH100", ["backend.reshard_after_forward=true"], "backend.kind=fsdp", "backend.kind=ddp"),
+    # a LeRobot recipe that leaves trainer.lerobot.api out (pi05's policy part has none): the accelerate API
+    ("lerobot-no-accumulation", "pi05/ddp/8xH200", ["trainer.kind=lerobot"], "train.gradient_accumulation_steps=2", "train.gradient_accumulation_steps=1"),
+    ("lerobot-act-temporal-ensemble", "act/ddp/8xA100", ["policy.options.temporal_ensemble_coeff=0.01"], "policy.type=act", "policy.type=diffusion"),
 ]
 # fmt: on
 
@@ -150,3 +153,26 @@ def test_each_value_a_rule_allows_passes_it(rule_id, path, member):
     target, breaking, _ = CASES[rule_id]
     value = json.dumps(member)  # JSON is YAML: null, numbers and quoted strings as they are
     assert rule_id not in rules_of(target, [*breaking, f"{path}={value}"])
+
+
+def _unset_applies() -> list[tuple[str, str]]:
+    """(rule, path) where the rule's `when` takes the field unset (null among its enum)."""
+    from test_invariants import RULES
+
+    found = []
+    for rule_id, rule in sorted(RULES.items()):
+        when = rule.get("when")
+        where = when.get("x-where", {}) if isinstance(when, dict) else {}
+        if "compute" not in rule:  # computed rules run once the types hold: null is not a type they see
+            found += [(rule_id, path) for path, c in where.items() if isinstance(c, dict) and None in c.get("enum", [])]
+    return found
+
+
+@pytest.mark.parametrize("rule_id, path", _unset_applies())
+def test_a_rule_for_a_field_left_unset_applies_when_it_is_null(rule_id, path):
+    """The field's default is the trainer's own (FSDP1, LeRobot's accelerate API, ...): the rule
+    that covers the default holds for a recipe that leaves the field null."""
+    from test_invariants import CASES
+
+    target, breaking, _ = CASES[rule_id]
+    assert rule_id in rules_of(target, [*breaking, f"{path}=null"])
