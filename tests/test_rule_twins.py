@@ -79,6 +79,14 @@ TWINS = [
     ("fsdp1-reshard-strategy", "act/fsdp/2xH100", ["backend.reshard_after_forward=true"], "backend.kind=fsdp", "backend.kind=ddp"),
     # a LeRobot recipe that leaves trainer.lerobot.api out (pi05's policy part has none): the accelerate API
     ("lerobot-no-accumulation", "pi05/ddp/8xH200", ["trainer.kind=lerobot"], "train.gradient_accumulation_steps=2", "train.gradient_accumulation_steps=1"),
+    *[(rule, "act/ddp/8xA100", [field], "policy.type=act", f"policy.type={kind}")
+      for rule, field, kinds in (
+          ("lerobot-policy-compile", "policy.use_torch_compile=true", ("diffusion", "smolvla", "pi0", "pi05")),
+          ("lerobot-policy-freeze", "policy.train_expert_only=true", ("smolvla", "pi0", "pi05")),
+      ) for kind in kinds],
+    ("lerobot-pi-precision", "act/ddp/8xA100", ["policy.type=pi05", "backend.mixed_precision=no"], "policy.dtype=bfloat16", "policy.dtype=null"),
+    ("compile-sharded", "pi07/fsdp/8xA100", ["policy.use_torch_compile=true"], "backend=fsdp", "backend=ddp"),
+    ("rank-divergent-drops", "pi07/fsdp/8xA100", ["dataset.drop_probs.subgoal=0.75"], "policy.rank_synchronised_branches=false", "policy.rank_synchronised_branches=true"),
     ("lerobot-act-temporal-ensemble", "act/ddp/8xA100", ["policy.options.temporal_ensemble_coeff=0.01"], "policy.type=act", "policy.type=diffusion"),
 ]
 # fmt: on
@@ -107,28 +115,42 @@ def test_an_integer_field_takes_neither_a_boolean_nor_a_float(field, value):
     assert "is not of type integer" in found[0].message
 
 
-def _kind_gated() -> list[tuple[str, str]]:
-    """Rules whose `when` names the backend's kind (among other fields), and another kind."""
+# a field a `when` names, and a value of it outside each condition the rules put on it
+GATES = {
+    "backend.kind": lambda c: "fsdp" if c.get("const") == "ddp" else "ddp",
+    "trainer.kind": lambda c: next(
+        k for k in ("builtin", "opentau", "command") if k not in (c.get("enum") or [c.get("const")])
+    ),
+    "launch.launcher": lambda c: "torchrun" if "accelerate" in (c.get("enum") or [c.get("const")]) else "accelerate",
+    "backend.version": lambda c: 2 if 1 in (c.get("enum") or [c.get("const")]) else 1,
+}
+
+
+def _gated() -> list[tuple[str, str, object]]:
+    """(rule, field, value outside its `when`) for each gate field a rule's `when` names."""
     from test_invariants import RULES
 
     found = []
     for rule_id, rule in sorted(RULES.items()):
         when = rule.get("when")
-        where = when.get("x-where", {}) if isinstance(when, dict) else {}
-        if len(where) > 1 and "const" in where.get("backend.kind", {}):
-            found.append((rule_id, "fsdp" if where["backend.kind"]["const"] == "ddp" else "ddp"))
+        parts = [when, *when.get("allOf", [])] if isinstance(when, dict) else []
+        for part in parts:
+            for path, condition in part.get("x-where", {}).items():
+                if path in GATES and isinstance(condition, dict) and ("const" in condition or "enum" in condition):
+                    found.append((rule_id, path, GATES[path](condition)))
     return found
 
 
-@pytest.mark.parametrize("rule_id, other_kind", _kind_gated())
-def test_a_rule_of_one_backend_kind_is_silent_under_another(rule_id, other_kind):
-    """The recipe that breaks the rule, with the backend's kind alone changed: its other fields
-    are accepted under any kind, so only the `when` keeps the rule to its own."""
+@pytest.mark.parametrize("rule_id, path, outside", _gated())
+def test_a_rule_is_silent_outside_its_when(rule_id, path, outside):
+    """The recipe that breaks the rule, with one field its `when` names set outside the
+    condition: the recipe's other fields are accepted whatever that field says, so only the
+    `when` keeps the rule to its own backends, trainers, launchers and versions."""
     from test_invariants import CASES
 
     target, breaking, _ = CASES[rule_id]
     assert rule_id in rules_of(target, breaking)
-    assert rule_id not in rules_of(target, [*breaking, f"backend.kind={other_kind}"])
+    assert rule_id not in rules_of(target, [*breaking, f"{path}={json.dumps(outside)}"])
 
 
 def _enum_members() -> list[tuple[str, str, object]]:
