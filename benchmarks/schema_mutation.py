@@ -190,6 +190,7 @@ def run_one(work: Path, mutant, collected: dict[str, list[str]]) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rules", nargs="+", help="only these rule ids")
+    ap.add_argument("--only", nargs="+", metavar="NAME", help="only these mutants (names as --list prints them)")
     ap.add_argument("--jobs", type=int, default=1, help="mutants tested side by side, each in its own copy")
     ap.add_argument("--list", action="store_true", help="print the mutants and stop")
     ap.add_argument("--time-limit", type=float, help="start no mutant after this many seconds")
@@ -200,6 +201,8 @@ def main() -> int:
     args = ap.parse_args()
 
     mutants = all_mutants(set(args.rules) if args.rules else None)
+    if args.only:
+        mutants = [m for m in mutants if m[0] in set(args.only)]
     if args.list:
         for name, file, _, _, description, _ in mutants:
             print(f"{name:50} {file:24} {description}")
