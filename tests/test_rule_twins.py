@@ -85,6 +85,7 @@ TWINS = [
           ("lerobot-policy-freeze", "policy.train_expert_only=true", ("smolvla", "pi0", "pi05")),
       ) for kind in kinds],
     ("lerobot-pi-precision", "act/ddp/8xA100", ["policy.type=pi05", "backend.mixed_precision=no"], "policy.dtype=bfloat16", "policy.dtype=null"),
+    ("cpu-ddp-launcher", "act/ddp/8xA100", ["launch.launcher=accelerate"], "hardware.gpu=null", gpu(8.0)),
     ("compile-sharded", "pi07/fsdp/8xA100", ["policy.use_torch_compile=true"], "backend=fsdp", "backend=ddp"),
     ("rank-divergent-drops", "pi07/fsdp/8xA100", ["dataset.drop_probs.subgoal=0.75"], "policy.rank_synchronised_branches=false", "policy.rank_synchronised_branches=true"),
     ("lerobot-act-temporal-ensemble", "act/ddp/8xA100", ["policy.options.temporal_ensemble_coeff=0.01"], "policy.type=act", "policy.type=diffusion"),
@@ -198,3 +199,35 @@ def test_a_rule_for_a_field_left_unset_applies_when_it_is_null(rule_id, path):
 
     target, breaking, _ = CASES[rule_id]
     assert rule_id in rules_of(target, [*breaking, f"{path}=null"])
+
+
+def _refused_keys() -> list[tuple[str, str, str]]:
+    """(rule, object's dotted path, key) for each key a rule refuses in an object
+    (`propertyNames: {not: {enum: [...]}}`, at the x-where path or under its `properties`)."""
+    from test_invariants import RULES
+
+    found = []
+
+    def walk(rule_id, path, schema):
+        if not isinstance(schema, dict):
+            return
+        names = schema.get("propertyNames", {}).get("not", {}).get("enum", [])
+        found.extend((rule_id, path, key) for key in names)
+        for name, sub in schema.get("properties", {}).items():
+            walk(rule_id, f"{path}.{name}", sub)
+
+    for rule_id, rule in sorted(RULES.items()):
+        require = rule.get("require")
+        for path, schema in (require.get("x-where", {}) if isinstance(require, dict) else {}).items():
+            walk(rule_id, path, schema)
+    return found
+
+
+@pytest.mark.parametrize("rule_id, path, key", _refused_keys())
+def test_each_key_a_rule_refuses_is_refused(rule_id, path, key):
+    """Each key of the list, alone in the object, on the recipe that passes the rule."""
+    from test_invariants import CASES
+
+    target, _, passing = CASES[rule_id]
+    assert rule_id in rules_of(target, [*passing, f"{path}={{{key}: 1}}"])
+    assert rule_id not in rules_of(target, [*passing, f"{path}={{{key}_not_derived: 1}}"])
