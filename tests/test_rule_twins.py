@@ -231,3 +231,54 @@ def test_each_key_a_rule_refuses_is_refused(rule_id, path, key):
     target, _, passing = CASES[rule_id]
     assert rule_id in rules_of(target, [*passing, f"{path}={{{key}: 1}}"])
     assert rule_id not in rules_of(target, [*passing, f"{path}={{{key}_not_derived: 1}}"])
+
+
+# A value for each field a not-applicable rule names: set, and unlike the trainer's own default.
+NOT_DEFAULT = {
+    "policy.pretrained_path": "org/model", "policy.n_action_steps": "3", "policy.history_interval": "2",
+    "policy.resize_imgs_with_padding": "[224, 224]", "policy.attention_implementation": "eager",
+    "policy.freeze_vision_encoder": "true", "policy.train_expert_only": "true", "policy.use_torch_compile": "true",
+    "policy.dtype": "bfloat16", "policy.options": "{x: 1}", "policy.gradient_checkpointing": "true",
+    "policy.arch": "{hidden: 64, depth: 2, expert_depth: 1, heads: 2, patch: 8, image_size: 32, state_dim: 8, action_dim: 7, mlp_ratio: 4}",
+    "dataset.repo_id": "org/data", "dataset.root": "/data", "dataset.revision": "v1", "dataset.episodes": "[0, 1]",
+    "dataset.options": "{x: 1}", "dataset.resolution": "[320, 240]", "dataset.action_freq": "10",
+    "dataset.image_resample_strategy": "linear", "dataset.vector_resample_strategy": "linear",
+    "dataset.val_split_ratio": "0.1", "dataset.drop_probs": "{subgoal: 1.0}", "dataset.synthetic": "{samples: 64, seed: 0}",
+    "train.loss_weights": "{MSE: 2}", "train.eval": "{env: libero, every: 0}", "train.num_workers": "3",
+    "train.prefetch_factor": "4", "train.output_dir": "out", "train.checkpoint.keep": "3",
+    "train.checkpoint.consolidated": "false", "train.gradient_accumulation_steps": "2",
+    "train.scheduler.decay_steps": "1000", "train.scheduler.peak_lr": "0.001", "train.scheduler.decay_lr": "0.0",
+    "train.optimizer.betas": "[0.9, 0.99]", "train.optimizer.eps": "1e-6",
+    "trainer.env": "/opt/env", "trainer.opentau": "{program: opentau-train-v2}", "trainer.lerobot": "{push_to_hub: true, repo_id: org/act}",
+    "trainer.command": "{program: ./train.sh}", "trainer.builtin": "{progress: false}",
+    "launch.image": "ghcr.io/team/train:1", "launch.kubernetes": "{shm_size: 1Gi}",
+}  # fmt: skip
+# the recipe each not-applicable rule applies to, where the bundled cell alone is not it
+APPLIES_TO = {
+    "command-not-applicable": [
+        "hardware.processes_per_node=1",
+        "trainer.kind=command",
+        "trainer.command.program=./train.sh",
+    ],
+    "sgd-not-applicable": ["train.optimizer.type=sgd"],
+    "trainer-env-on-cluster": ["launch.launcher=skypilot"],
+}
+
+
+def _not_applicable() -> list[tuple[str, str]]:
+    from test_invariants import RULES
+
+    return [
+        (r, f) for r, rule in sorted(RULES.items()) if rule.get("compute") == "not-applicable" for f in rule["fields"]
+    ]
+
+
+@pytest.mark.parametrize("rule_id, field", _not_applicable())
+def test_each_field_a_trainer_cannot_take_is_refused_at_its_path(rule_id, field):
+    """Each field of a not-applicable rule, set alone on a recipe the rule applies to."""
+    from test_invariants import CASES
+
+    target = CASES[rule_id][0]
+    recipe = compose(target, [*APPLIES_TO.get(rule_id, []), f"{field}={NOT_DEFAULT[field]}"])
+    paths = {p.path for p in validate(recipe.data, recipe.origins) if p.rule == rule_id}
+    assert field in paths or any(p.startswith(field + ".") for p in paths), paths
