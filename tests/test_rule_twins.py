@@ -83,8 +83,10 @@ TWINS = [
       for rule, field, kinds in (
           ("lerobot-policy-compile", "policy.use_torch_compile=true", ("diffusion", "smolvla", "pi0", "pi05")),
           ("lerobot-policy-freeze", "policy.train_expert_only=true", ("smolvla", "pi0", "pi05")),
+          ("lerobot-policy-image-size", "policy.resize_imgs_with_padding=[512, 512]", ("smolvla", "pi0", "pi05")),
       ) for kind in kinds],
     ("lerobot-pi-precision", "act/ddp/8xA100", ["policy.type=pi05", "backend.mixed_precision=no"], "policy.dtype=bfloat16", "policy.dtype=null"),
+    ("lerobot-pi-precision", "act/ddp/8xA100", ["policy.type=pi05", "policy.dtype=bfloat16"], "backend.mixed_precision=fp16", "backend.mixed_precision=bf16"),
     ("cpu-ddp-launcher", "act/ddp/8xA100", ["launch.launcher=accelerate"], "hardware.gpu=null", gpu(8.0)),
     ("compile-sharded", "pi07/fsdp/8xA100", ["policy.use_torch_compile=true"], "backend=fsdp", "backend=ddp"),
     ("rank-divergent-drops", "pi07/fsdp/8xA100", ["dataset.drop_probs.subgoal=0.75"], "policy.rank_synchronised_branches=false", "policy.rank_synchronised_branches=true"),
