@@ -1,0 +1,274 @@
+"""Mutation score of one module of registry/: mutmut mutates it in a scratch copy of the checkout and
+runs the test files mapped to it (TESTS) against each mutant. A benchmark, not a CI step.
+
+Usage (docs/mutation.md):
+    pip install -e '.[mutation]'
+    nice -n 19 python benchmarks/mutation.py registry/validate
+    nice -n 19 python benchmarks/mutation.py registry/compose/patterns.py --tests tests/test_compose.py
+
+Writes benchmarks/results/mutation/<module>.json (counts, score, each survivor's diff) and prints
+score, killed, survived and timeouts. Mutants named in benchmarks/results/mutation/equivalent.md
+(equivalent to the original: no test can tell them apart) are left out of the score."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "mutation"
+EQUIVALENT = RESULTS / "equivalent.md"
+PLUGIN = "benchmarks.mutation_session"  # fresh caches for every mutant's session
+
+# module (a package folder or one file under registry/) -> the test files that exercise it
+TESTS: dict[str, list[str]] = {
+    "registry/validate": [
+        "tests/test_invariants.py",
+        "tests/test_bug_corpus.py",
+        "tests/test_team_rules.py",
+        "tests/test_schemas.py",
+        "tests/test_values.py",
+        "tests/test_verdicts.py",
+        "tests/test_validate_memo.py",
+        "tests/test_errors.py",
+        "tests/test_rule_twins.py",
+    ],
+    "registry/resolve": [
+        "tests/test_resolve.py",
+        "tests/test_fields.py",
+        "tests/test_kubernetes.py",
+        "tests/test_skypilot.py",
+        "tests/test_roundtrip.py",
+        "tests/test_resolved_values.py",
+    ],
+    "registry/trainers": ["tests/test_resolved_values.py", "tests/test_fields.py", "tests/test_import_faults.py"],
+    "registry/sharing": [
+        "tests/test_sharing.py",
+        "tests/test_sharing_faults.py",
+        "tests/test_git_publish.py",
+        "tests/test_guards.py",
+        "tests/test_hostile.py",
+    ],
+    "registry/compose": [
+        "tests/test_overrides.py",
+        "tests/test_compose.py",
+        "tests/test_catalog.py",
+        "tests/test_hardware_names.py",
+        "tests/test_load.py",
+    ],
+    "registry/run": ["tests/test_run.py", "tests/test_guards.py", "tests/test_interval.py", "tests/test_bench.py"],
+    "registry/estimate.py": ["tests/test_estimate.py"],
+}
+# The scratch copy holds these beside the mutated package: the data the code reads and the tests.
+ALSO_COPY = ["schemas", "recipes", "docs", "benchmarks", "README.md", ".pre-commit-hooks.yaml"]
+KILLED_CODES = {1, 2, 3, 4}  # pytest: failed, collection error (counted as a kill), internal error, usage
+NAMES = {
+    0: "survived",
+    5: "no_tests",
+    33: "no_tests",
+    34: "skipped",
+    36: "timeout",
+    37: "type_check",
+    None: "unchecked",
+}
+
+
+def tests_for(module: str) -> list[str]:
+    """The mapped tests of MODULE, or of the nearest package above it."""
+    path = module.rstrip("/")
+    while path:
+        if path in TESTS:
+            return TESTS[path]
+        path = path.rpartition("/")[0]
+    raise SystemExit(f"mutation: no tests mapped to {module}: pass --tests or add it to TESTS in {__file__}")
+
+
+def scratch_copy(work: Path) -> None:
+    """The checkout's tracked and new files (not ignored ones, not .git) under WORK."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        ).stdout.split(b"\0")
+    except (OSError, subprocess.CalledProcessError):  # a copy without git: what the package and tests need
+        listed = [
+            str(p.relative_to(ROOT)).encode()
+            for d in ("registry", "schemas", "recipes", "docs", "tests", "benchmarks")
+            for p in (ROOT / d).rglob("*")
+            if "__pycache__" not in p.parts
+        ]
+        listed += [b"pyproject.toml", b"README.md", b".pre-commit-hooks.yaml"]
+    for name in filter(None, (n.decode() for n in listed)):
+        source = ROOT / name
+        if source.is_file() and not name.startswith("benchmarks/results/"):
+            target = work / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+
+def configure(work: Path, module: str, tests: list[str], pytest_args: list[str]) -> None:
+    """mutmut reads its settings from the copy's pyproject.toml (TOML strings and lists are JSON's)."""
+    pattern = module if module.endswith(".py") else module.rstrip("/") + "/*"
+    settings = {
+        "source_paths": ["registry"],
+        "only_mutate": [pattern],
+        "also_copy": ALSO_COPY,
+        "pytest_add_cli_args": [
+            "-p",
+            PLUGIN,
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-m",
+            "not gpu and not upstream",
+            *pytest_args,
+        ],
+        "pytest_add_cli_args_test_selection": tests,
+        "use_git_change_detection": False,
+    }
+    lines = ["", "[tool.mutmut]"] + [f"{key} = {json.dumps(value)}" for key, value in settings.items()]
+    with open(work / "pyproject.toml", "a", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def equivalent_names() -> set[str]:
+    """Mutant names listed in equivalent.md as `- `name`: reason`."""
+    if not EQUIVALENT.exists():
+        return set()
+    return set(re.findall(r"^- `([^`]+)`", EQUIVALENT.read_text(encoding="utf-8"), flags=re.M))
+
+
+def outcomes(work: Path) -> dict[str, str]:
+    """mutant name -> killed / survived / timeout / no_tests / ..., from mutmut's .meta files."""
+    found = {}
+    for meta in sorted((work / "mutants").rglob("*.py.meta")):
+        for name, code in json.loads(meta.read_text())["exit_code_by_key"].items():
+            found[name] = (
+                "killed" if code in KILLED_CODES or (code is not None and code < 0) else NAMES.get(code, "suspicious")
+            )
+    return found
+
+
+def diffs(work: Path, names: list[str], env: dict) -> dict[str, str]:
+    """Each named mutant's diff against the original, by mutmut's own renderer, in one interpreter."""
+    if not names:
+        return {}
+    code = (
+        "import json, sys\n"
+        "from mutmut.__main__ import find_mutant, get_diff_for_mutant\n"
+        "names = json.loads(sys.stdin.read())\n"
+        "print(json.dumps({n: get_diff_for_mutant(n, path=find_mutant(n).path) for n in names}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=work, env=env, input=json.dumps(names), capture_output=True, text=True
+    )
+    return json.loads(done.stdout) if done.returncode == 0 else {n: "(diff unavailable)" for n in names}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("module", help="registry/PACKAGE or registry/PACKAGE/FILE.py")
+    ap.add_argument("--tests", nargs="+", help="test files to run (default: the module's row of TESTS)")
+    ap.add_argument("--jobs", type=int, default=2, help="mutants tested side by side (default 2)")
+    ap.add_argument("--work", type=Path, help="scratch folder (default: a new one under the temp folder)")
+    ap.add_argument("--out", type=Path, help="results file (default benchmarks/results/mutation/<module>.json)")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch folder (for `mutmut show`/`browse`)")
+    ap.add_argument("--pytest-args", default="", help='more pytest arguments, one string (e.g. "--deselect NODE")')
+    ap.add_argument(
+        "--time-limit", type=float, help="stop after this many seconds and record the mutants tested so far"
+    )
+    args = ap.parse_args()
+
+    module = args.module.rstrip("/")
+    if not (ROOT / module).exists() or not module.startswith("registry"):
+        raise SystemExit(f"mutation: {module}: no such module under registry/")
+    # a mapped test file that does not exist (yet) is left out; one named with --tests must exist
+    tests = args.tests or [t for t in tests_for(module) if (ROOT / t).is_file()]
+    missing = [t for t in tests if not (ROOT / t).is_file()]
+    if missing:
+        raise SystemExit(f"mutation: no such test file: {', '.join(missing)}")
+    try:
+        import mutmut
+    except ImportError:
+        raise SystemExit("mutation: mutmut is not installed (pip install -e '.[mutation]')") from None
+
+    work = args.work or Path(tempfile.mkdtemp(prefix="recipe-mutation-"))
+    work.mkdir(parents=True, exist_ok=True)
+    scratch_copy(work)
+    configure(work, module, tests, shlex.split(args.pytest_args))
+    # mutated modules import mutmut's trampoline, in the tests' own subprocesses too
+    mutmut_home = str(Path(mutmut.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [mutmut_home, os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs)]
+    started = time.monotonic()
+    log = work / "mutmut.log"
+    with open(log, "wb") as sink:  # its spinner rewrites one line thousands of times: kept out of the terminal
+        mutmut_run = subprocess.Popen(
+            command, cwd=work, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            returncode = mutmut_run.wait(timeout=args.time_limit)
+        except subprocess.TimeoutExpired:  # partial: mutmut records each verdict as it comes
+            os.killpg(mutmut_run.pid, signal.SIGINT)
+            returncode = mutmut_run.wait(timeout=60)
+    seconds = round(time.monotonic() - started, 1)
+    found = outcomes(work)
+    if not any(s != "unchecked" for s in found.values()):
+        lines = [line for line in log.read_text(errors="replace").replace("\r", "\n").splitlines() if "⠋" not in line]
+        print("\n".join(lines[-40:]), file=sys.stderr)
+        print(f"mutation: mutmut failed (exit {returncode}); scratch copy kept at {work}", file=sys.stderr)
+        return 1
+
+    equivalent = equivalent_names() & set(found)
+    counted = {n: s for n, s in found.items() if n not in equivalent and s not in ("skipped", "unchecked")}
+    count = {
+        s: sum(1 for v in counted.values() if v == s)
+        for s in ("killed", "timeout", "survived", "no_tests", "suspicious")
+    }
+    scored = sum(count.values())
+    score = round(100 * (count["killed"] + count["timeout"]) / scored, 1) if scored else None
+    survivors = sorted(n for n, s in counted.items() if s in ("survived", "no_tests", "suspicious"))
+    result = {
+        "benchmark": "mutation",
+        "module": module,
+        "tests": tests,
+        "command": " ".join(["nice -n 19 python benchmarks/mutation.py", *map(shlex.quote, sys.argv[1:])]),
+        "mutmut": getattr(mutmut, "__version__", "3"),
+        "date": time.strftime("%Y-%m-%d"),
+        "seconds": seconds,
+        "mutants": len(found),
+        "unchecked": sum(1 for v in found.values() if v == "unchecked"),  # left when --time-limit stopped it
+        "equivalent": len(equivalent),
+        **count,
+        "score": score,
+        "survivors": diffs(work, survivors, env),
+    }
+    out = args.out or RESULTS / (module.replace("/", ".").removesuffix(".py") + ".json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(
+        f"{module}: score {score}% | killed {count['killed']} | survived {count['survived']} | "
+        f"timeouts {count['timeout']} | no tests {count['no_tests']} | equivalent {len(equivalent)} | "
+        f"{len(found)} mutants, {seconds} s -> {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}"
+    )
+    if args.keep:
+        print(f"scratch copy: {work} (cd there; python -m mutmut show NAME)")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
