@@ -5,8 +5,8 @@ with a here-document (`cat > f.yaml <<'EOF'`) takes the lines up to its terminat
 
 - a line `...` stands for any number of lines, and `...` inside a line for any text;
 - in a block opened as ```console measured, figures that differ from run to run (decimal
-  numbers, run folder timestamps, dates, short sha256 prefixes) match any such figure; whole
-  numbers (steps, counts) stay exact.
+  numbers, durations such as `15.8s` or `1m05s`, run folder timestamps, dates, short sha256
+  prefixes) match any such figure; whole numbers (steps, counts) stay exact.
 
 Every command must exit 0: one that is meant to fail shows its exit code itself
 (`recipe validate bad.yaml; echo "exit: $?"`), so the reader sees it too.
@@ -32,12 +32,15 @@ FENCE = re.compile(r"^```(\S*)[ \t]*(.*)$")
 HEREDOC = re.compile(r"<<-?\s*'?\"?(\w+)'?\"?")
 # figures that change between runs of the same command (a `measured` block)
 VARYING = re.compile(
-    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"  # publish dates
+    r"(?P<duration>(?<![\w.])\d+(?:\.\d+s|m\d\ds|h\d\dm)(?!\w))"  # wall times (registry/run/summary.py)
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"  # publish dates
     r"|\d{8}-\d{6}"  # run folders
     r"|(?<![\w.])[0-9a-f]{12}(?![\w])"  # short sha256
     r"|\d+\.\d+(?:e[-+]?\d+)?|\d+e[-+]?\d+"  # measured figures
 )
 ANY_FIGURE = r"[0-9a-fTZ:.e+-]+"
+# a wall time may cross a unit between runs (59.8s, 1m02s)
+ANY_DURATION = r"\d+(?:\.\d+s|m\d\ds|h\d\dm)"
 ELISION = "..."
 
 
@@ -98,7 +101,7 @@ def _line_pattern(line: str, measured: bool) -> str:
         if measured:
             pos = 0
             for m in VARYING.finditer(piece):
-                parts.append(re.escape(piece[pos : m.start()]) + ANY_FIGURE)
+                parts.append(re.escape(piece[pos : m.start()]) + (ANY_DURATION if m.group("duration") else ANY_FIGURE))
                 pos = m.end()
             piece = piece[pos:]
         parts.append(re.escape(piece))

@@ -171,6 +171,10 @@ def test_the_catalog_figures_the_docs_quote_are_the_built_site_s(tutorial_sessio
         (["loss 0.25 step 20/20"], "loss 0.31 step 19/20\n", True, False),  # whole numbers stay exact
         (["loss 0.25"], "loss 0.31\n", False, False),  # only in a measured block
         (["runs/x/20261127-060628 sha256 dff9808e7f08"], "runs/x/20270101-000000 sha256 0123456789ab\n", True, True),
+        (["step 20/20, 15.8s wall time"], "step 20/20, 1m05s wall time\n", True, True),  # a duration crosses a unit
+        (["step 20/20, 15.8s wall time"], "step 20/20, 15.8 wall time\n", True, False),
+        (["15.8s wall time"], "15.8s wall time\n", False, True),
+        (["15.8s wall time"], "16.1s wall time\n", False, False),
     ],
 )
 def test_the_comparison(shown, printed, measured, same):

@@ -341,7 +341,7 @@ def test_the_lock_from_libyaml_is_the_document_python_writes():
 
 def test_a_cpu_recipe_hides_the_hosts_gpus_from_its_ranks():
     """On a GPU host a CPU recipe's gloo barrier would land on GPU `local rank` (invalid past the
-    host's count) and its ranks would hold GPU memory: launch.sh hides the GPUs (failure-modes §25)."""
+    host's count) and its ranks would hold GPU memory: launch.sh hides the GPUs (docs/failure-modes.md §25)."""
     hidden = "export CUDA_VISIBLE_DEVICES=''"
     assert hidden in resolve(compose("tiny/ddp/cpu")).files["launch.sh"]
     assert hidden in resolve(compose("tiny/zero2/cpu")).files["launch.sh"]

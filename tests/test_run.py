@@ -698,6 +698,25 @@ def test_a_terminal_sees_a_progress_bar_and_ctrl_c_ends_in_one_line(tmp_path):
     assert "\r" not in (run_dir / "launch.log").read_text()  # the log keeps each line's last state
 
 
+def test_a_stopped_file_recipe_is_resumed_by_its_file(tmp_path):
+    """The summary's resume command repeats what the run was given: a file's `recipe.name` is no
+    name `recipe run` can find (registry/run/summary.py)."""
+    from registry.compose import compose
+    from registry.run import summary
+
+    mine = tmp_path / "my-tiny.yaml"
+    mine.write_text("recipe:\n  name: my-tiny\nextends: [tiny/ddp/cpu]\n")
+    folder = tmp_path / "run"
+    (folder / "checkpoints").mkdir(parents=True)
+    (folder / "metrics.jsonl").write_text('{"step": 10, "loss": 0.5}\n')
+    target = str(mine)
+    shown = summary.lines(compose(target, ["train.steps=40"]), target, ["train.steps=40"], folder, 130, 3.0)
+    assert shown[0] == "recipe: stopped (exit 130): my-tiny, step 10/40, 3.0s wall time, final loss 0.5"
+    assert shown[-1] == f"  go on with: recipe run {shlex.quote(target)} train.steps=40 --resume {folder}"
+    finished = summary.lines(compose(target, []), target, [], folder, 0, 3.0)
+    assert not any("go on with" in line for line in finished)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP], ids=["SIGKILL", "SIGHUP"])
 def test_real_ranks_die_with_their_launcher(tmp_path, sig):
     """The built-in trainer's ranks under torchrun, mid-training: within 5 s of SIGKILL or SIGHUP

@@ -111,7 +111,7 @@ def script(doc: dict, inv: Invocation) -> str:
         lines += [f'export {key}="${{{key}:-{value}}}"' for key, value in told.items()]
     if recipe.hardware.gpu is None and "CUDA_VISIBLE_DEVICES" not in recipe.env:
         # a CPU recipe on a GPU host: torch's gloo barrier would pick each rank's GPU by its local
-        # rank (invalid ordinal past the host's count), and ranks would hold GPU memory (§25)
+        # rank (invalid ordinal past the host's count), and ranks would hold GPU memory (docs/failure-modes.md §25)
         lines.append("export CUDA_VISIBLE_DEVICES=''  # a CPU recipe: its ranks use no GPU of this host")
     python = trainer_python(recipe)
     if python:

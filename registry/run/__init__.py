@@ -241,7 +241,7 @@ def run(
         env[TERMINAL] = str(shutil.get_terminal_size().columns)
     started = time.monotonic()
     code = start_nodes(recipe.data, command, env, folder, log=log)
-    _summary(recipe, overrides, folder, code, time.monotonic() - started, waived)
+    _summary(recipe, target, overrides, folder, code, time.monotonic() - started, waived)
     return code
 
 
@@ -306,14 +306,20 @@ def _finished(recipe: Recipe, plan: resume_.Plan) -> int:
 
 
 def _summary(
-    recipe: Recipe, overrides: list[str], folder: Path, code: int, seconds: float, waived: dict[str, str]
+    recipe: Recipe,
+    target: str,
+    overrides: list[str],
+    folder: Path,
+    code: int,
+    seconds: float,
+    waived: dict[str, str],
 ) -> None:
     """How the run ended and where its output went (registry/run/summary.py); the resume command
     carries this launch's waivers (the resume's pre-flight finds what this one found)."""
     from registry.run import summary
 
     try:
-        print("\n".join(summary.lines(recipe, overrides, folder, code, seconds, waived)), file=sys.stderr)
+        print("\n".join(summary.lines(recipe, target, overrides, folder, code, seconds, waived)), file=sys.stderr)
     except OSError:
         pass  # the terminal went away with the run
 

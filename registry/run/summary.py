@@ -54,8 +54,16 @@ def progress(folder: Path) -> Progress:
 
 
 def lines(
-    recipe: Recipe, overrides: list[str], folder: Path, code: int, seconds: float, waived: dict[str, str] | None = None
+    recipe: Recipe,
+    target: str,
+    overrides: list[str],
+    folder: Path,
+    code: int,
+    seconds: float,
+    waived: dict[str, str] | None = None,
 ) -> list[str]:
+    """`target` is the NAME or FILE the run was given: the resume command repeats it, since a
+    file's recipe name is no name `recipe run` can find."""
     doc = view.of(recipe.data)
     kind = doc.trainer.kind
     status = "finished" if code == 0 else f"stopped (exit {code})" if code in STOPPED else f"failed (exit {code})"
@@ -75,7 +83,7 @@ def lines(
         out.append(f"  {name:<{width}}  {_shown(path)}")
     if code != 0 and kind in RESUMABLE and doc.train.checkpoint.resumable and "checkpoints" in shown:
         waivers = [w for rule, reason in (waived or {}).items() for w in ("--waive", f"{rule}={reason}")]
-        command = shlex.join(["recipe", "run", recipe.name, *overrides, "--resume", str(folder), *waivers])
+        command = shlex.join(["recipe", "run", target, *overrides, "--resume", str(folder), *waivers])
         out.append(f"  go on with: {command}")
     return out
 
