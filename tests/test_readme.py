@@ -7,6 +7,7 @@ a quiet 2-core host, started with the session in the background."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -153,6 +154,38 @@ def test_the_catalog_figures_the_docs_quote_are_the_built_site_s(tutorial_sessio
         if (int(m.group(1).replace(",", "")), int(m.group(2))) != (pages, mb)
     ]
     assert not wrong, f"the bundled catalog is {pages} pages, {mb} MB: {wrong}"
+
+
+def test_the_speed_figures_the_docs_quote_are_the_recorded_ones():
+    """docs/rules.md's Speed figures are the JSON files the benchmarks wrote, word for word."""
+    page = " ".join((DOCS / "rules.md").read_text(encoding="utf-8").split())
+    results = ROOT / "benchmarks" / "results" / "gpu_host"
+    ratio = json.loads((results / "validate_ratio_gpuhost.json").read_text())
+    run = json.loads((results / "run_overhead_gpuhost.json").read_text())
+    med, per_file = ratio["median_s"], ratio["per_file_ms"]
+    one, many = ratio["ratio_one_to_import"], ratio["ratio_many_to_one"]
+    overhead, outside = run["overhead_s"], run["outside_torchrun_median_s"]
+    quoted = [
+        f"--runs {ratio['runs']}",
+        f"{ratio['error_lines']} error lines",
+        f"Medians of {ratio['runs']} runs",
+        f"| one file | {med['one_cold']} s | {med['one_warm']} s |",
+        f"| one file against the import ({med['import']} s) | {one['cold']}x | {one['warm']}x |",
+        f"| 1,000 files | {med['many_cold']} s ({per_file['many_cold']} ms a file)"
+        f" | {med['many_warm']} s ({per_file['many_warm']} ms a file) |",
+        f"| 1,000 files against one file | {many['cold']}x | {many['warm']}x |",
+        f"{ratio['targets']['ratio_one_to_import']}x: met warm, not cold",
+        f"{ratio['targets']['ratio_many_to_one']}x: met",
+        f"adds {overhead['median']} s (median of {run['pairs']} pairs; min {overhead['min']}, max {overhead['max']})",
+        f"`{run['command']}`",
+        f"(`recipe run` {outside['recipe run']} s, `launch.sh` {outside['launch.sh']} s, medians)",
+        f"The target is {run['target_s']} s, so this misses it by {round(overhead['median'] - run['target_s'], 3)} s.",
+    ]
+    assert ratio["files"] == 1000 and ratio["cold_and_warm_print_the_same"]
+    assert one["cold"] > ratio["targets"]["ratio_one_to_import"] >= one["warm"]  # "met warm, not cold"
+    assert max(many.values()) <= ratio["targets"]["ratio_many_to_one"]
+    missing = [q for q in quoted if q not in page]
+    assert not missing, missing
 
 
 # --- the comparison can fail ---------------------------------------------------------------------
