@@ -147,8 +147,16 @@ def _inside(folder: str, path, event: str) -> None:
     if "__pycache__" in text:
         return  # the interpreter caching a module imported lazily
     full = os.path.realpath(os.path.join(os.getcwd(), text))
-    if not any(full == root or full.startswith(root + os.sep) for root in (folder, *_ACTIVE.temps)):
+    # the verdict cache (registry/validate/verdicts.py) is the product's own, under XDG_CACHE_HOME
+    kept = os.path.realpath(verdicts_folder())
+    if not any(full == root or full.startswith(root + os.sep) for root in (folder, kept, *_ACTIVE.temps)):
         raise Forbidden(f"{event} outside the case's folder: {text!r}")
+
+
+def verdicts_folder() -> str:
+    from registry.validate import verdicts
+
+    return str(verdicts.folder().parent)  # $XDG_CACHE_HOME/recipe, made on the way
 
 
 @functools.cache

@@ -23,9 +23,12 @@ DESCRIPTION = (
     " lengths, frames per global batch and memory at the dataset's image size; then this host: GPUs against"
     " the hardware part, the driver against torch's CUDA, NCCL, /dev/shm against the data-loader workers,"
     " free disk against the checkpoints, and the trainer's environment with the policy's extra. One line a"
-    " finding, at the recipe's line that sets the value. Exit 0: no error (warnings and notes may remain);"
-    " 1: an error, which recipe run would refuse unless waived (--waive RULE=REASON); 2: bad input."
+    " finding, at the recipe's line that sets the value."
 )
+EXIT_CODES = {
+    0: "no error (warnings and notes may remain)",
+    1: "an error, which recipe run refuses unless waived (--waive RULE=REASON)",
+}
 
 
 def register(subparsers) -> None:

@@ -9,7 +9,7 @@ HELP = "validate, resolve into a fresh run directory and launch"
 # `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
 EXIT_CODES = {
     0: "the run finished (or --dry-run printed it)",
-    1: "the recipe is invalid, or this host does not match its hardware",
+    1: "the recipe is invalid, this host does not match its hardware, or a pre-flight error is not waived",
     127: "the trainer's program is not on PATH",
     "N": "otherwise the trainer's own exit code (130, 143: stopped by a signal)",
 }
