@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, USER_ENV, run_cli
+from conftest import ROOT, lerobot_python, run_cli
 
 from registry import estimate as memory
 from registry import view
@@ -301,9 +301,7 @@ def test_doctor_imports_no_torch_for_a_cpu_recipe():
 # --- the fixtures are LeRobot's own ------------------------------------------------------------
 @pytest.mark.upstream
 def test_the_twins_are_what_lerobot_writes(tmp_path):
-    python = USER_ENV.get("RECIPE_LEROBOT_PYTHON")
-    if not python:
-        pytest.skip("set RECIPE_LEROBOT_PYTHON to a Python with lerobot 0.6.1 and its dataset extra")
+    python = lerobot_python()  # tests/upstream/lerobot_env.sh builds it (lerobot 0.6.1 with its dataset extra)
     done = subprocess.run(
         [python, str(ROOT / "tests" / "upstream" / "dataset_fixtures.py"), str(tmp_path)],
         capture_output=True,

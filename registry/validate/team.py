@@ -116,9 +116,11 @@ def _checker(rules: list):
     return validator_class()({"x-invariants": rules}, registry=registry())
 
 
-def _stamp(path: Path) -> tuple[int, int]:
+def _stamp(path: Path) -> tuple[int, int, int, int]:
+    # ctime and inode too: an edit that keeps size and mtime (a restore, `touch -r`) still changes
+    # the inode's ctime, and a file replaced by rename has another inode
     st = path.stat()
-    return st.st_mtime_ns, st.st_size
+    return st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino
 
 
 @lru_cache(maxsize=64)

@@ -5,7 +5,8 @@ hash and a file read, not the schemas: not even the import of jsonschema (docs/d
 A verdict is the list of Problems of `validate(data, origins, ref)`. Its key hashes:
 - the document and its origins, as composed (every value, every file:line:col a problem can name);
 - the schema files, `recipes/base.yaml` (the defaults the computed checks read) and the package's
-  own modules, by path, size and modification time: an edit or an upgrade is a new key;
+  own modules, by path, size, modification and change times and inode: an edit or an
+  upgrade is a new key;
 - each other source's rule files, by the same stamps.
 Nothing else reaches a verdict: the checks read no environment, host or clock. A file that is torn,
 foreign or unreadable is a miss; writes are atomic (a reader sees a whole file or none). Set
@@ -54,9 +55,9 @@ def _installation() -> str:
     for root, suffix in ((_PACKAGE, ".py"), (files.SCHEMA_DIR, ".json")):
         for path in sorted(root.rglob(f"*{suffix}")):
             st = path.stat()
-            stamps.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
+            stamps.append(f"{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}")
     st = (files.RECIPES_DIR / "base.yaml").stat()
-    stamps.append(f"base.yaml:{st.st_size}:{st.st_mtime_ns}")
+    stamps.append(f"base.yaml:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}")
     return "\n".join(stamps)
 
 
