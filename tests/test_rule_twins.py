@@ -87,6 +87,11 @@ TWINS = [
       ) for kind in kinds],
     ("lerobot-pi-precision", "act/ddp/8xA100", ["policy.type=pi05", "backend.mixed_precision=no"], "policy.dtype=bfloat16", "policy.dtype=null"),
     ("lerobot-pi-precision", "act/ddp/8xA100", ["policy.type=pi05", "policy.dtype=bfloat16"], "backend.mixed_precision=fp16", "backend.mixed_precision=bf16"),
+    ("lerobot-pi-precision", "act/ddp/8xA100", [], "policy.type=pi0", "policy.type=act"),
+    ("lerobot-pi-precision", "act/ddp/8xA100", ["policy.type=pi05"], "backend.mixed_precision=fp16", "backend.mixed_precision=no"),
+    *[("lerobot-pi-precision", "act/ddp/8xA100", ["policy.type=pi05", "backend.mixed_precision=no"], "policy.dtype=bfloat16", f"policy.dtype={dtype}")
+      for dtype in ("auto", "float32", "null")],
+    ("lerobot-policy-checkpointing", "act/ddp/8xA100", ["policy.gradient_checkpointing=true"], "policy.type=act", "policy.type=pi05"),
     ("fsdp-sharded-consolidated", "ref-100m/fsdp/2xH100", ["trainer.kind=command", "trainer.command.program=train.py"], "train.checkpoint.consolidated=true", "train.checkpoint.consolidated=false"),
     ("zero3-init-stage", "tiny/zero2/cpu", ["backend.zero3_init_flag=true"], "backend.zero_stage=0", "backend.zero_stage=3"),
     ("ddp-master-weights", "pi05/ddp/8xH200", ["train.master_weights=false"], "policy.dtype=float16", "policy.dtype=float32"),
