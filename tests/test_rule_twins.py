@@ -84,6 +84,8 @@ TWINS = [
           ("lerobot-policy-compile", "policy.use_torch_compile=true", ("diffusion", "smolvla", "pi0", "pi05")),
           ("lerobot-policy-freeze", "policy.train_expert_only=true", ("smolvla", "pi0", "pi05")),
           ("lerobot-policy-image-size", "policy.resize_imgs_with_padding=[512, 512]", ("smolvla", "pi0", "pi05")),
+          ("lerobot-policy-dtype", "policy.dtype=bfloat16", ("pi0", "pi05")),
+          ("lerobot-policy-checkpointing", "policy.gradient_checkpointing=true", ("pi0", "pi05")),
       ) for kind in kinds],
     ("lerobot-pi-precision", "act/ddp/8xA100", ["policy.type=pi05", "backend.mixed_precision=no"], "policy.dtype=bfloat16", "policy.dtype=null"),
     ("lerobot-pi-precision", "act/ddp/8xA100", ["policy.type=pi05", "policy.dtype=bfloat16"], "backend.mixed_precision=fp16", "backend.mixed_precision=bf16"),
@@ -93,7 +95,12 @@ TWINS = [
       for dtype in ("auto", "float32", "null")],
     ("lerobot-policy-checkpointing", "act/ddp/8xA100", ["policy.gradient_checkpointing=true"], "policy.type=act", "policy.type=pi05"),
     ("fsdp-sharded-consolidated", "ref-100m/fsdp/2xH100", ["trainer.kind=command", "trainer.command.program=train.py"], "train.checkpoint.consolidated=true", "train.checkpoint.consolidated=false"),
-    ("zero3-init-stage", "tiny/zero2/cpu", ["backend.zero3_init_flag=true"], "backend.zero_stage=0", "backend.zero_stage=3"),
+    *[(rule, "tiny/zero2/cpu", [field], f"backend.zero_stage={stage}", "backend.zero_stage=3")
+      for rule, field in (("zero3-init-stage", "backend.zero3_init_flag=true"), ("offload-param-stage", "backend.offload.param=cpu"))
+      for stage in (0, 1, 2)],
+    ("rank-divergent-drops", "pi07/fsdp/8xA100", ["dataset.drop_probs.subgoal=0.75"], "backend=fsdp", "backend=ddp"),
+    ("slurm-one-task-per-node", TWO_NODES, ["launch.launcher=slurm"], "launch.slurm.ntasks_per_node=8", "launch.slurm.ntasks_per_node=1"),
+    ("lerobot-no-fsdp2", "act/fsdp2/2xH100", ["launch.launcher=torchrun", "train.checkpoint.resumable=false"], "trainer.lerobot.api=accelerate", "trainer.lerobot.api=parallelism"),
     ("ddp-master-weights", "pi05/ddp/8xH200", ["train.master_weights=false"], "policy.dtype=float16", "policy.dtype=float32"),
     ("cpu-one-process", "act/ddp/cpu", ["hardware.processes_per_node=1"], "hardware.nodes=2", "hardware.nodes=1"),
     ("cpu-one-process", "act/ddp/cpu", ["hardware.processes_per_node=1"], "hardware.nodes=2", "hardware.nodes=null"),
