@@ -305,3 +305,56 @@ def test_each_field_a_trainer_cannot_take_is_refused_at_its_path(rule_id, field)
     recipe = compose(target, [*APPLIES_TO.get(rule_id, []), f"{field}={NOT_DEFAULT[field]}"])
     paths = {p.path for p in validate(recipe.data, recipe.origins) if p.rule == rule_id}
     assert field in paths or any(p.startswith(field + ".") for p in paths), paths
+
+
+def _located() -> list[tuple[str, str]]:
+    """(rule, the field its problem names): the rule's `at`, else the left side of its comparison."""
+    from test_invariants import RULES
+
+    found = []
+    for rule_id, rule in sorted(RULES.items()):
+        require = rule.get("require")
+        left = require.get("x-compare", {}).get("left") if isinstance(require, dict) else None
+        if rule.get("at") or isinstance(left, str):
+            found.append((rule_id, rule.get("at") or left))
+    return found
+
+
+@pytest.mark.parametrize("rule_id, field", _located())
+def test_a_rule_names_the_field_to_fix(rule_id, field):
+    """The problem points at the field a user changes: the rule's `at`, or the compared field."""
+    from test_invariants import CASES
+
+    target, breaking, _ = CASES[rule_id]
+    recipe = compose(target, breaking)
+    assert {p.path for p in validate(recipe.data, recipe.origins) if p.rule == rule_id} == {field}
+
+
+# x-compare, the keyword arithmetic rules are written in (a team's rules/*.json use it too)
+DOC = {"a": {"n": 4, "s": "four", "none": None}}
+
+
+@pytest.mark.parametrize(
+    "spec, fails, path",
+    [
+        ({"left": "a.n", "op": "==", "right": 4}, False, None),
+        ({"left": "a.n", "op": "<", "right": 4}, True, ("a", "n")),
+        # the problem names the first field the comparison reads, on either side, inside a product
+        ({"left": 5, "op": "==", "right": {"product": [2, {"path": "a.n"}]}}, True, ("a", "n")),
+        ({"left": {"path": "a.n"}, "op": "==", "right": 5}, True, ("a", "n")),
+        ({"left": 1, "op": "==", "right": 2}, True, ()),
+        # a field unset takes its default; without one, or a factor that is not a number, there is nothing to compare
+        ({"left": {"path": "a.none", "default": "a.n"}, "op": "==", "right": 4}, False, None),
+        ({"left": {"path": "a.none", "default": "a.n"}, "op": "==", "right": 5}, True, ("a", "none")),
+        ({"left": {"path": "a.missing"}, "op": "==", "right": 5}, False, None),
+        ({"left": {"product": [{"path": "a.s"}, 2]}, "op": "==", "right": 5}, False, None),
+        ({"left": {"product": [{"path": "a.missing"}, 2]}, "op": "==", "right": 5}, False, None),
+    ],
+)  # fmt: skip
+def test_a_comparison_reads_paths_defaults_and_products(spec, fails, path):
+    from registry.validate.keywords import x_compare
+
+    errors = list(x_compare(None, spec, DOC, {}))
+    assert bool(errors) == fails
+    if fails:
+        assert tuple(errors[0].path) == path
