@@ -208,9 +208,18 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     scratch_copy(work)
     configure(work, module, tests, shlex.split(args.pytest_args))
-    # mutated modules import mutmut's trampoline, in the tests' own subprocesses too
+    # Mutated modules import mutmut's trampoline, in the tests' own subprocesses too. While mutmut
+    # maps tests to functions ("stats"), a subprocess started in another folder would look for
+    # mutmut's settings there and fail: it runs the original code instead (its calls are not
+    # counted in any case); a mutant's name passes through unchanged.
+    site = work / ".mutation-site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(
+        "import os\nif os.environ.get('MUTANT_UNDER_TEST') == 'stats':\n    os.environ['MUTANT_UNDER_TEST'] = ''\n"
+    )
     mutmut_home = str(Path(mutmut.__file__).resolve().parent.parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [mutmut_home, os.environ.get("PYTHONPATH")]))}
+    paths = [str(site), mutmut_home, os.environ.get("PYTHONPATH")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
     command = [sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs)]
     started = time.monotonic()
     log = work / "mutmut.log"

@@ -84,9 +84,30 @@ TWINS = [
           ("lerobot-policy-compile", "policy.use_torch_compile=true", ("diffusion", "smolvla", "pi0", "pi05")),
           ("lerobot-policy-freeze", "policy.train_expert_only=true", ("smolvla", "pi0", "pi05")),
           ("lerobot-policy-image-size", "policy.resize_imgs_with_padding=[512, 512]", ("smolvla", "pi0", "pi05")),
+          ("lerobot-policy-dtype", "policy.dtype=bfloat16", ("pi0", "pi05")),
+          ("lerobot-policy-checkpointing", "policy.gradient_checkpointing=true", ("pi0", "pi05")),
       ) for kind in kinds],
     ("lerobot-pi-precision", "act/ddp/8xA100", ["policy.type=pi05", "backend.mixed_precision=no"], "policy.dtype=bfloat16", "policy.dtype=null"),
     ("lerobot-pi-precision", "act/ddp/8xA100", ["policy.type=pi05", "policy.dtype=bfloat16"], "backend.mixed_precision=fp16", "backend.mixed_precision=bf16"),
+    ("lerobot-pi-precision", "act/ddp/8xA100", [], "policy.type=pi0", "policy.type=act"),
+    ("lerobot-pi-precision", "act/ddp/8xA100", ["policy.type=pi05"], "backend.mixed_precision=fp16", "backend.mixed_precision=no"),
+    *[("lerobot-pi-precision", "act/ddp/8xA100", ["policy.type=pi05", "backend.mixed_precision=no"], "policy.dtype=bfloat16", f"policy.dtype={dtype}")
+      for dtype in ("auto", "float32", "null")],
+    ("lerobot-policy-checkpointing", "act/ddp/8xA100", ["policy.gradient_checkpointing=true"], "policy.type=act", "policy.type=pi05"),
+    ("fsdp-sharded-consolidated", "ref-100m/fsdp/2xH100", ["trainer.kind=command", "trainer.command.program=train.py"], "train.checkpoint.consolidated=true", "train.checkpoint.consolidated=false"),
+    *[(rule, "tiny/zero2/cpu", [field], f"backend.zero_stage={stage}", "backend.zero_stage=3")
+      for rule, field in (("zero3-init-stage", "backend.zero3_init_flag=true"), ("offload-param-stage", "backend.offload.param=cpu"))
+      for stage in (0, 1, 2)],
+    ("rank-divergent-drops", "pi07/fsdp/8xA100", ["dataset.drop_probs.subgoal=0.75"], "backend=fsdp", "backend=ddp"),
+    ("slurm-one-task-per-node", TWO_NODES, ["launch.launcher=slurm"], "launch.slurm.ntasks_per_node=8", "launch.slurm.ntasks_per_node=1"),
+    ("lerobot-no-fsdp2", "act/fsdp2/2xH100", ["launch.launcher=torchrun", "train.checkpoint.resumable=false"], "trainer.lerobot.api=accelerate", "trainer.lerobot.api=parallelism"),
+    ("ddp-master-weights", "pi05/ddp/8xH200", ["train.master_weights=false"], "policy.dtype=float16", "policy.dtype=float32"),
+    ("cpu-one-process", "act/ddp/cpu", ["hardware.processes_per_node=1"], "hardware.nodes=2", "hardware.nodes=1"),
+    ("cpu-one-process", "act/ddp/cpu", ["hardware.processes_per_node=1"], "hardware.nodes=2", "hardware.nodes=null"),
+    ("cpu-one-process", "pi07/ddp/cpu", [], "hardware.processes_per_node=2", "hardware.processes_per_node=1"),
+    ("cpu-one-process", "tiny/ddp/cpu", ["trainer.kind=command", "trainer.command.program=./train.sh"], "hardware.processes_per_node=2", "hardware.processes_per_node=1"),
+    ("lerobot-parallelism-launcher", "act/fsdp/2xH100", ["launch.launcher=accelerate", "train.checkpoint.resumable=false"], "trainer.lerobot.api=parallelism", "trainer.lerobot.api=accelerate"),
+    ("trainer-env-on-cluster", "act/ddp/2xH100", ["trainer.env=/opt/lerobot", "launch.image=ghcr.io/team/train:1"], "launch.launcher=kubernetes", "launch.launcher=slurm"),
     ("cpu-ddp-launcher", "act/ddp/8xA100", ["launch.launcher=accelerate"], "hardware.gpu=null", gpu(8.0)),
     ("compile-sharded", "pi07/fsdp/8xA100", ["policy.use_torch_compile=true"], "backend=fsdp", "backend=ddp"),
     ("rank-divergent-drops", "pi07/fsdp/8xA100", ["dataset.drop_probs.subgoal=0.75"], "policy.rank_synchronised_branches=false", "policy.rank_synchronised_branches=true"),
@@ -284,3 +305,56 @@ def test_each_field_a_trainer_cannot_take_is_refused_at_its_path(rule_id, field)
     recipe = compose(target, [*APPLIES_TO.get(rule_id, []), f"{field}={NOT_DEFAULT[field]}"])
     paths = {p.path for p in validate(recipe.data, recipe.origins) if p.rule == rule_id}
     assert field in paths or any(p.startswith(field + ".") for p in paths), paths
+
+
+def _located() -> list[tuple[str, str]]:
+    """(rule, the field its problem names): the rule's `at`, else the left side of its comparison."""
+    from test_invariants import RULES
+
+    found = []
+    for rule_id, rule in sorted(RULES.items()):
+        require = rule.get("require")
+        left = require.get("x-compare", {}).get("left") if isinstance(require, dict) else None
+        if rule.get("at") or isinstance(left, str):
+            found.append((rule_id, rule.get("at") or left))
+    return found
+
+
+@pytest.mark.parametrize("rule_id, field", _located())
+def test_a_rule_names_the_field_to_fix(rule_id, field):
+    """The problem points at the field a user changes: the rule's `at`, or the compared field."""
+    from test_invariants import CASES
+
+    target, breaking, _ = CASES[rule_id]
+    recipe = compose(target, breaking)
+    assert {p.path for p in validate(recipe.data, recipe.origins) if p.rule == rule_id} == {field}
+
+
+# x-compare, the keyword arithmetic rules are written in (a team's rules/*.json use it too)
+DOC = {"a": {"n": 4, "s": "four", "none": None}}
+
+
+@pytest.mark.parametrize(
+    "spec, fails, path",
+    [
+        ({"left": "a.n", "op": "==", "right": 4}, False, None),
+        ({"left": "a.n", "op": "<", "right": 4}, True, ("a", "n")),
+        # the problem names the first field the comparison reads, on either side, inside a product
+        ({"left": 5, "op": "==", "right": {"product": [2, {"path": "a.n"}]}}, True, ("a", "n")),
+        ({"left": {"path": "a.n"}, "op": "==", "right": 5}, True, ("a", "n")),
+        ({"left": 1, "op": "==", "right": 2}, True, ()),
+        # a field unset takes its default; without one, or a factor that is not a number, there is nothing to compare
+        ({"left": {"path": "a.none", "default": "a.n"}, "op": "==", "right": 4}, False, None),
+        ({"left": {"path": "a.none", "default": "a.n"}, "op": "==", "right": 5}, True, ("a", "none")),
+        ({"left": {"path": "a.missing"}, "op": "==", "right": 5}, False, None),
+        ({"left": {"product": [{"path": "a.s"}, 2]}, "op": "==", "right": 5}, False, None),
+        ({"left": {"product": [{"path": "a.missing"}, 2]}, "op": "==", "right": 5}, False, None),
+    ],
+)  # fmt: skip
+def test_a_comparison_reads_paths_defaults_and_products(spec, fails, path):
+    from registry.validate.keywords import x_compare
+
+    errors = list(x_compare(None, spec, DOC, {}))
+    assert bool(errors) == fails
+    if fails:
+        assert tuple(errors[0].path) == path
