@@ -21,7 +21,8 @@ ISOLATED = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_S
 
 def _ours(module) -> bool:
     path = getattr(module, "__file__", None)
-    return bool(path) and path.endswith(".py") and Path(path).resolve().is_relative_to(ROOT)
+    # absolute only: a few extension modules (torch's) carry a bare file name, not a path
+    return bool(path) and path.endswith(".py") and os.path.isabs(path) and Path(path).is_relative_to(ROOT)
 
 
 @functools.cache

@@ -121,3 +121,29 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# --- what recipe import reads back from a team's accelerate yaml (registry/resolve/fsdp.py) ---------
+@pytest.mark.parametrize(
+    "given, read",
+    [(w, True) for w in ("y", "Yes", "t", "TRUE", "on", "1")]
+    + [(w, False) for w in ("n", "NO", "f", "False", "off", "0")]
+    + [(True, True), (False, False), ("maybe", "maybe"), (1, 1), (None, None)],
+)
+def test_an_fsdp_flag_is_read_as_accelerates_str_to_bool_reads_it(given, read):
+    from registry.resolve.fsdp import truth
+
+    assert truth(given) == read and type(truth(given)) is type(read)
+
+
+@pytest.mark.parametrize(
+    "given, read",
+    [(1, "FULL_SHARD"), (2, "SHARD_GRAD_OP"), (3, "NO_SHARD"), (4, "HYBRID_SHARD"), (5, "HYBRID_SHARD_ZERO2"),
+     ("1", "FULL_SHARD"), ("5", "HYBRID_SHARD_ZERO2"), ("full_shard", "FULL_SHARD"), (0, 0), (6, 6), ("6", "6"),
+     ("0", "0"), (True, True), (None, None)],
+)  # fmt: skip
+def test_an_fsdp1_strategy_is_read_by_name_or_number(given, read):
+    from registry.resolve.fsdp import strategy, upper
+
+    assert strategy(given) == read
+    assert upper("sharded_state_dict") == "SHARDED_STATE_DICT" and upper(2) == 2
