@@ -1,9 +1,10 @@
 """Side by side, interleaved in one run: one-file `recipe validate pi07/zero2/8xA100`, one
 `recipe validate` call over 1,000 generated recipe files (benchmarks/validate_1000.py's), and
-`python -c "import yaml, jsonschema"`. Each validate is timed twice: cold, with an empty verdict
-cache (a first validate, or the first after an edit or an upgrade: every schema checked), and
-warm, the verdicts of an earlier call on disk (registry/validate/verdicts.py: the pre-commit hook
-and `recipe list` on unchanged files). Prints the medians and the ratios the speed targets name
+`python -c "import yaml, jsonschema"`. Each validate is timed in three states of the verdict cache
+(registry/validate/verdicts.py): cold, empty (the first validate after an install or an upgrade:
+the bundled rules checked against their meta-schema, then every recipe); new, the installation
+seen before but not these recipes (a pre-commit run on an edited file: every recipe checked); and
+warm, the verdicts of an earlier call on disk (`recipe list` and the hook on unchanged files). Prints the medians and the ratios the speed targets name
 (1,000 files <= 8x one file; one file <= 1.15x the import). Usage:
 python benchmarks/validate_ratio.py [--files 1000] [--runs 7] [--out PATH]"""
 
@@ -23,6 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from validate_1000 import generate  # noqa: E402
+
+STATES = ("cold", "new", "warm")
 
 
 def timed(argv: list[str], env: dict) -> tuple[float, subprocess.CompletedProcess]:
@@ -46,14 +49,17 @@ def main() -> None:
         paths = generate(Path(tmp), args.files)
         warm_cache = Path(tmp, "warm-cache")
         cold_cache = Path(tmp, "cold-cache")
+        new_cache = Path(tmp, "new-cache")
         one = [py, "-m", "registry", "validate", "pi07/zero2/8xA100"]
         many = [py, "-m", "registry", "validate", "-q", *paths]
-        commands = {  # name -> (argv, verdict cache, emptied before each run)
-            "import": ([py, "-c", "import yaml, jsonschema"], warm_cache, False),
-            "one_cold": (one, cold_cache, True),
-            "one_warm": (one, warm_cache, False),
-            "many_cold": (many, cold_cache, True),
-            "many_warm": (many, warm_cache, False),
+        commands = {  # name -> (argv, verdict cache, what is emptied before each run)
+            "import": ([py, "-c", "import yaml, jsonschema"], warm_cache, None),
+            "one_cold": (one, cold_cache, "all"),
+            "one_new": (one, new_cache, "verdicts"),
+            "one_warm": (one, warm_cache, None),
+            "many_cold": (many, cold_cache, "all"),
+            "many_new": (many, new_cache, "verdicts"),
+            "many_warm": (many, warm_cache, None),
         }
         times: dict[str, list[float]] = {k: [] for k in commands}
         codes: dict[str, set] = {k: set() for k in commands}
@@ -61,8 +67,11 @@ def main() -> None:
 
         def once(name: str) -> None:
             argv, cache, empty = commands[name]
-            if empty:
+            if empty == "all":
                 shutil.rmtree(cache, ignore_errors=True)
+            elif empty == "verdicts":  # keeps recipe/verdicts/rules/: the installation's check
+                for entry in (cache / "recipe" / "verdicts").glob("??"):
+                    shutil.rmtree(entry)
             t, r = timed(argv, {**os.environ, "XDG_CACHE_HOME": str(cache), "RECIPE_VERDICT_CACHE": "1"})
             times[name].append(t)
             codes[name].add(r.returncode)
@@ -83,20 +92,14 @@ def main() -> None:
         "runs": args.runs,
         "median_s": {k: round(v, 3) for k, v in med.items()},
         "min_max_s": spread,
-        "per_file_ms": {k: round(med[k] / args.files * 1000, 2) for k in ("many_cold", "many_warm")},
+        "per_file_ms": {k: round(med[k] / args.files * 1000, 2) for k in ("many_cold", "many_new", "many_warm")},
         "exit_codes": {k: sorted(v) for k, v in codes.items()},
         "error_lines": sum(1 for line in many_out.splitlines() if "error[" in line),
-        "cold_and_warm_print_the_same": outputs["one_cold"] == outputs["one_warm"]
-        and outputs["many_cold"] == outputs["many_warm"]
+        "cold_and_warm_print_the_same": outputs["one_cold"] == outputs["one_new"] == outputs["one_warm"]
+        and outputs["many_cold"] == outputs["many_new"] == outputs["many_warm"]
         and len(outputs["many_cold"]) == 1,
-        "ratio_many_to_one": {
-            "cold": round(med["many_cold"] / med["one_cold"], 2),
-            "warm": round(med["many_warm"] / med["one_warm"], 2),
-        },
-        "ratio_one_to_import": {
-            "cold": round(med["one_cold"] / med["import"], 2),
-            "warm": round(med["one_warm"] / med["import"], 2),
-        },
+        "ratio_many_to_one": {s: round(med[f"many_{s}"] / med[f"one_{s}"], 2) for s in STATES},
+        "ratio_one_to_import": {s: round(med[f"one_{s}"] / med["import"], 2) for s in STATES},
         "targets": {"ratio_many_to_one": 8, "ratio_one_to_import": 1.15},
         "interleaved": True,
         "bytecode": "registry compiled first (compileall), as installed",
