@@ -326,4 +326,6 @@ def test_a_lock_names_a_commit_only_for_committed_clean_files(tmp_path):
     git("add", ".", cwd=nested)
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c", cwd=nested)
     assert committed([a, nested / "c.yaml"]) is None  # two work trees: no one commit holds both
+    (repo / ".git" / "index.lock").write_text("")  # the user's own git at work: asked, not blocked
+    assert committed([a]) == head
     assert committed([tmp_path / "elsewhere.yaml"]) is None and committed([]) is None

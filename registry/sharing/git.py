@@ -91,21 +91,38 @@ def head(repo: Path) -> str:
 
 def committed(paths: list[Path]) -> str | None:
     """The commit of the one work tree holding every path, if each file is committed and
-    unmodified there; None otherwise (no repository, several, or a change). Three git calls
-    whatever the number of files: a launch pays for them before its first rank starts."""
-    if not paths:
-        return None
+    unmodified there; None otherwise (no repository, several, or a change). One git call whatever
+    the number of files: a launch pays for it before its first rank starts."""
+    if not paths or len({_work_tree(p) for p in paths}) != 1:
+        return None  # none, or several (a nested repository or a submodule: git status would not say)
     try:
-        top, commit = _git("rev-parse", "--show-toplevel", "HEAD", cwd=min(p.parent for p in paths)).splitlines()
-        files = [str(p) for p in paths]
-        # every file tracked here (not untracked, ignored, in a nested repository or outside: an
-        # error), and none changed since HEAD, staged or not
-        _git("ls-files", "--error-unmatch", "--", *files, cwd=Path(top))
-        if _git("status", "--porcelain", "--", *files, cwd=Path(top)):
-            return None
-        return commit
-    except (RecipeError, ValueError):
+        # the header names HEAD's commit; any entry is a path changed since HEAD (staged or not),
+        # untracked or ignored; a path outside this work tree (another repository, a submodule,
+        # none) is an error. No optional locks: a status beside the user's own git never blocks it.
+        out = _git(
+            "--no-optional-locks",
+            "status",
+            "--porcelain=v2",
+            "--branch",
+            "-z",
+            "--untracked-files=all",
+            "--ignored=matching",
+            "--",
+            *(str(p) for p in paths),
+            cwd=min(p.parent for p in paths),
+        )
+    except RecipeError:
         return None
+    entries = out.split("\0")
+    if any(e and not e.startswith("# ") for e in entries):
+        return None
+    commit = next((e.split()[2] for e in entries if e.startswith("# branch.oid ")), None)
+    return commit if commit and commit != "(initial)" else None
+
+
+def _work_tree(path: Path) -> Path | None:
+    """The nearest folder above `path` with a .git (a folder, or a submodule's or worktree's file)."""
+    return next((d for d in path.parents if (d / ".git").exists()), None)
 
 
 # --- a working copy to publish through (registry/sharing/gitpublish.py) ---------------------------
