@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from registry.doc import leaves, lookup, split
 from registry.resolve import accelerate, deepspeed, launch
-from registry.trainers import ADAPTERS
+from registry.trainers import adapter as trainer_adapter
 from registry.trainers.mapping import Computed, Ignored, Section, Table
 from registry.validate import applicable_rules, checks
 
@@ -65,14 +65,14 @@ def table_paths(table: Table, doc) -> set[tuple]:
 
 
 def _trainer_paths(doc) -> set[tuple]:
-    adapter = ADAPTERS[doc["trainer"]["kind"]]
+    adapter = trainer_adapter(doc["trainer"]["kind"])
     found = {split(p) for p in adapter.READS}
     table = getattr(adapter, "TABLE", None)
     return found | (table_paths(table, doc) if table is not None else set())
 
 
 def _launcher_paths(doc) -> set[tuple]:
-    inv = ADAPTERS[doc["trainer"]["kind"]].invocation(doc, launch.context(doc))
+    inv = trainer_adapter(doc["trainer"]["kind"]).invocation(doc, launch.context(doc))
     found = {split(p) for p in launch.READS}
     if inv.uses_accelerate_config:
         found |= table_paths(accelerate.TABLE, doc)

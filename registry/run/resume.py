@@ -18,10 +18,8 @@ from registry.compose import Recipe
 from registry.doc import MISSING, join, lookup
 from registry.errors import RecipeError
 from registry.train import state
-from registry.trainers import lerobot
 
-# where each trainer leaves what a resume reads
-_LAST_STATE = {"builtin": "checkpoints/last/" + state.FILE, "lerobot": lerobot.RESUME_CONFIG}
+RESUMABLE = ("builtin", "lerobot")
 MAY_CHANGE = "may-change"
 
 
@@ -49,7 +47,7 @@ def folder_of(recipe: Recipe, where: str) -> Path:
     """The run folder to resume: DIR, the run a checkpoint folder DIR/checkpoints/NNNNNN belongs
     to, or the newest run of the recipe."""
     kind = recipe.data["trainer"]["kind"]
-    if kind not in _LAST_STATE:
+    if kind not in RESUMABLE:
         raise RecipeError(f"--resume drives the built-in and LeRobot trainers, not {kind}")
     if not view.of(recipe.data).train.checkpoint.resumable:
         raise RecipeError(
@@ -79,8 +77,8 @@ def plan(recipe: Recipe, folder: Path, where: str) -> Plan:
     changed = _changes(resolved, recipe.data, folder)
     kind = recipe.data["trainer"]["kind"]
     if kind != "builtin":
-        if not (folder / _LAST_STATE[kind]).is_file():
-            raise RecipeError(f"{folder}: no checkpoint to resume from ({_LAST_STATE[kind]})")
+        if not (folder / _last_state(kind)).is_file():
+            raise RecipeError(f"{folder}: no checkpoint to resume from ({_last_state(kind)})")
         return Plan(folder, None, None, changed, content)
     checkpoint, step = _checkpoint(folder, where)
     return Plan(folder, checkpoint, step, changed, content)
@@ -163,3 +161,12 @@ def _latest_run(recipe: Recipe) -> Path:
     if not runs:
         raise RecipeError(f"no earlier run of {recipe.name} under {base} (hint: --resume DIR)")
     return runs[-1]
+
+
+def _last_state(kind: str) -> str:
+    """Where a trainer leaves what a resume reads."""
+    if kind == "lerobot":
+        from registry.trainers import lerobot
+
+        return lerobot.RESUME_CONFIG
+    return "checkpoints/last/" + state.FILE
