@@ -1,4 +1,4 @@
-"""What `recipe run` adds over running the launch.sh it writes: pairs, interleaved in one run,
+"""What `recipe run` adds over running the launch.sh it writes: rounds, interleaved in one run,
 of `recipe run CELL train.steps=S` (compose, validate, resolve, the pre-launch checks, the lock,
 the supervision, the closing lines) and `bash launch.sh` in a copy of that run's folder (the
 ranks alone, as a user who resolved once would start them).
@@ -12,8 +12,13 @@ its own interpreter.
 
     python benchmarks/run_overhead.py [--cell tiny/ddp/cpu] [--steps 5] [--pairs 9] [--out PATH]
 
-Reported: each side's median overhead with min and max, and the median of the per-pair
-differences (recipe run minus launch.sh). The target: at most 0.2 s.
+`recipe run` is timed in two states of the verdict cache (registry/validate/verdicts.py), in
+triples interleaved with launch.sh: a recipe run before (its verdict on disk: the same command
+again, a resume), and a recipe new to this installation (the verdicts emptied before each run,
+the installation's rule check kept: a first run after an edit, which validates it in full).
+
+Reported: each side's median overhead with min and max, and the median of the per-triple
+differences (recipe run minus launch.sh), for each state. The target: at most 0.2 s.
 """
 
 from __future__ import annotations
@@ -84,7 +89,7 @@ def main() -> None:
     ap.add_argument("--out", help="also write the result here (JSON)")
     args = ap.parse_args()
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "registry")], check=True, capture_output=True)
-    runs: dict[str, list[float]] = {"recipe run": [], "launch.sh": []}
+    runs: dict[str, list[float]] = {"recipe run": [], "recipe run (new recipe)": [], "launch.sh": []}
     with tempfile.TemporaryDirectory() as tmp:
         py = shim_interpreter(Path(tmp))
         real = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or shutil.which("torchrun")
@@ -96,19 +101,14 @@ def main() -> None:
             "PATH": os.pathsep.join([str(py.parent), os.environ.get("PATH", "")]),
         }
         log = Path(tmp, "shim.log")
-        for i in range(args.pairs + 1):  # the first pair warms the page cache and is not counted
+        warm, new = Path(tmp, "warm-cache"), Path(tmp, "new-cache")
+        for i in range(args.pairs + 1):  # the first triple warms the page cache and is not counted
             folder = Path(tmp, f"run{i}")
-            argv = [
-                str(py),
-                "-m",
-                "registry",
-                "run",
-                args.cell,
-                f"train.steps={args.steps}",
-                "--output-dir",
-                str(folder),
-            ]
-            ran = timed(argv, ROOT, env, log)
+            argv = [str(py), "-m", "registry", "run", args.cell, f"train.steps={args.steps}", "--output-dir"]
+            for entry in (new / "recipe" / "verdicts").glob("??"):  # keeps verdicts/rules/
+                shutil.rmtree(entry)
+            fresh = timed([*argv, f"{folder}-new"], ROOT, {**env, "XDG_CACHE_HOME": str(new)}, log)
+            ran = timed([*argv, str(folder)], ROOT, {**env, "XDG_CACHE_HOME": str(warm)}, log)
             copy = Path(tmp, f"copy{i}")
             copy.mkdir()
             for name in BUNDLE:
@@ -117,8 +117,13 @@ def main() -> None:
             alone = timed(["bash", "launch.sh"], copy, env, log)
             if i:
                 runs["recipe run"].append(ran)
+                runs["recipe run (new recipe)"].append(fresh)
                 runs["launch.sh"].append(alone)
-    diffs = [a - b for a, b in zip(runs["recipe run"], runs["launch.sh"], strict=True)]
+
+    def over(side: str) -> dict:
+        diffs = [a - b for a, b in zip(runs[side], runs["launch.sh"], strict=True)]
+        return {"median": round(statistics.median(diffs), 3), "min": round(min(diffs), 3), "max": round(max(diffs), 3)}
+
     result = {
         "benchmark": "run_overhead",
         "command": f"python benchmarks/run_overhead.py --cell {args.cell} --steps {args.steps} --pairs {args.pairs}",
@@ -127,11 +132,8 @@ def main() -> None:
         "pairs": args.pairs,
         "outside_torchrun_median_s": {k: round(statistics.median(v), 3) for k, v in runs.items()},
         "outside_torchrun_min_max_s": {k: [round(min(v), 3), round(max(v), 3)] for k, v in runs.items()},
-        "overhead_s": {
-            "median": round(statistics.median(diffs), 3),
-            "min": round(min(diffs), 3),
-            "max": round(max(diffs), 3),
-        },
+        "overhead_s": over("recipe run"),
+        "overhead_new_recipe_s": over("recipe run (new recipe)"),
         "target_s": 0.2,
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
