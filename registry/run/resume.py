@@ -19,7 +19,7 @@ from registry.doc import MISSING, join, lookup
 from registry.errors import RecipeError
 from registry.train import state
 
-RESUMABLE = ("builtin", "lerobot")
+RESUMABLE = ("builtin", "lerobot")  # the trainers `recipe run --resume` drives
 MAY_CHANGE = "may-change"
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from registry import view
 from registry.compose import Recipe
+from registry.run.resume import RESUMABLE
 
 # Exit codes of a launcher ended by a signal the user or a scheduler sends to stop a run.
 STOPPED = {128 + s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
@@ -21,7 +22,6 @@ OUTPUT = {
     "lerobot": {"model": "output/checkpoints/last/pretrained_model", "checkpoints": "output/checkpoints"},
     "opentau": {"model": "output/checkpoints/last/pretrained_model", "checkpoints": "output/checkpoints"},
 }
-RESUMABLE = ("builtin", "lerobot")  # the trainers `recipe run --resume` drives (run/resume.py)
 
 
 @dataclass(frozen=True)

@@ -131,21 +131,7 @@ def _rows(name: str, cell: tuple | None, providers: list[sources.Source], every_
         winner = versions.lookup(parsed)
         own = winner.file if winner else sources.find(parsed)
     except RecipeError as e:  # a lost or malformed index, a changed version: shown, not fatal
-        where = providers[0].name if providers else "-"
-        return [
-            Entry(
-                name,
-                None,
-                where,
-                tuned,
-                str(e),
-                status="invalid",
-                reasons=_failure(e),
-                target=name,
-                cell=cell,
-                path=name,
-            )
-        ]
+        return [_broken(name, providers[0].name if providers else "-", tuned, e, cell, name, target=name)]
     if winner is not None:
         source, version = winner.source, winner.number
     elif own is not None:
@@ -168,19 +154,7 @@ def _rows(name: str, cell: tuple | None, providers: list[sources.Source], every_
         try:
             published = versions.versions(other, name)
         except RecipeError as e:
-            out.append(
-                Entry(
-                    f"{other.name}:{name}",
-                    None,
-                    other.name,
-                    tuned,
-                    str(e),
-                    status="invalid",
-                    reasons=_failure(e),
-                    cell=cell,
-                    path=name,
-                )
-            )
+            out.append(_broken(f"{other.name}:{name}", other.name, tuned, e, cell, name))
             continue
         shown = f"{name}" if other.name == source.name else f"{other.name}:{name}"
         for v in published:
@@ -196,6 +170,14 @@ def _rows(name: str, cell: tuple | None, providers: list[sources.Source], every_
             e.target = shown
             out.append(e)
     return out
+
+
+def _broken(shown: str, source: str, tuned: bool, e: RecipeError, cell, path: str, target: str = "") -> Entry:
+    """The row of a recipe whose index or versions cannot be read: shown with why, not fatal."""
+    reasons = _failure(e)
+    return Entry(
+        shown, None, source, tuned, str(e), status="invalid", reasons=reasons, target=target, cell=cell, path=path
+    )
 
 
 def _pinned(shown: str, source: sources.Source, number: int) -> str:

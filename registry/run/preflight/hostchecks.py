@@ -124,15 +124,20 @@ def shm(recipe: Section, facts: HostFacts, run: Run) -> list[Finding]:
     prefetch = recipe.train.prefetch_factor or DEFAULT_PREFETCH
     batch = recipe.train.micro_batch_size * sample_bytes(recipe, run.datasets)
     need = ranks * workers * prefetch * batch
-    if need <= NEAR * facts.shm_free:
-        return []
     said = (
         f"{ranks} rank(s) x {workers} workers x {prefetch} batches in flight x {_size(batch)} a batch need about"
         f" {_size(need)} of /dev/shm, which has {_size(facts.shm_free)} free"
     )
-    if need > facts.shm_free:
-        return [Finding("error", ("train", "num_workers"), said + ": workers die with a bus error mid-epoch")]
-    return [Finding("warning", ("train", "num_workers"), said)]
+    return _room(need, facts.shm_free, ("train", "num_workers"), said, "workers die with a bus error mid-epoch")
+
+
+def _room(need: float, free: float, path: tuple, said: str, consequence: str) -> list[Finding]:
+    """Nothing while `need` stays under NEAR of `free`; a warning close to it; an error beyond."""
+    if need <= NEAR * free:
+        return []
+    if need > free:
+        return [Finding("error", path, f"{said}: {consequence}")]
+    return [Finding("warning", path, said)]
 
 
 def checkpoint_bytes(recipe: Section) -> float | None:
@@ -170,15 +175,13 @@ def disk(recipe: Section, facts: HostFacts, run: Run) -> list[Finding]:
         return []
     count = checkpoints_kept(recipe)
     need = one * count
-    if need <= NEAR * facts.disk_free:
-        return []
     said = (
         f"{count} checkpoint(s) of about {_size(one)} need {_size(need)} under {facts.disk_path}, which has"
         f" {_size(facts.disk_free)} free"
     )
-    if need > facts.disk_free:
-        return [Finding("error", ("train", "checkpoint"), said + ": the run dies at the first save that does not fit")]
-    return [Finding("warning", ("train", "checkpoint"), said)]
+    return _room(
+        need, facts.disk_free, ("train", "checkpoint"), said, "the run dies at the first save that does not fit"
+    )
 
 
 def trainer_env(recipe: Section, facts: HostFacts, run: Run) -> list[Finding]:
