@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, run_cli
+from conftest import ROOT, free_port, run_cli
 
 from registry.run.bench import summarize
 
@@ -160,7 +160,8 @@ def test_bench_starts_every_node_of_a_loopback_multi_node_recipe(tmp_path):
     """2 nodes on this host: one launcher per node, as `recipe run` starts them (docs/failure-modes.md
     §44); with one, node 0 would wait for node 1 until killed."""
     args = ["bench", "tiny/ddp/2x1", "--steps", "1", "--warmup", "1", "train.micro_batch_size=2"]
-    r = run_cli(*args, cwd=tmp_path, timeout=240)
+    # a port of its own: the suite runs test files side by side, and the bundled 29500 may be taken
+    r = run_cli(*args, f"launch.main_process_port={free_port()}", cwd=tmp_path, timeout=240)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "tiny/ddp/2x1" in r.stdout and "failed" not in r.stdout + r.stderr
 
