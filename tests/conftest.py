@@ -238,9 +238,31 @@ class Background:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests that read background runs go last (in their order), so that the runs go on while
-    every other test runs."""
-    items.sort(key=lambda item: hasattr(getattr(item, "module", None), "background_runs"))
+    """In one process, tests that read background runs go last (in their order), so that the runs
+    go on while every other test runs. Under pytest-xdist a module's runs start at its first test,
+    so those modules go first instead: the longest files start at once and the short ones fill the
+    cores at the end, rather than one worker finishing a training file alone while the other idles.
+    The rest follow by number of tests, as xdist would order them (pytest_configure below keeps
+    xdist from reordering the files again)."""
+    runs = [hasattr(getattr(item, "module", None), "background_runs") for item in items]
+    if not _under_xdist(config):
+        order = {id(item): ran for item, ran in zip(items, runs)}
+        items.sort(key=lambda item: order[id(item)])
+        return
+    per_file: dict[str, int] = {}
+    for item in items:
+        per_file[item.nodeid.split("::")[0]] = per_file.get(item.nodeid.split("::")[0], 0) + 1
+    heavy = {id(item): ran for item, ran in zip(items, runs)}
+    items.sort(key=lambda item: (not heavy[id(item)], -per_file[item.nodeid.split("::")[0]]))
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):  # the xdist controller: schedule files in collection order
+        config.option.loadscopereorder = False
+
+
+def _under_xdist(config) -> bool:
+    return hasattr(config, "workerinput") or bool(getattr(config.option, "numprocesses", None))
 
 
 @pytest.fixture(scope="session", autouse=True)
