@@ -42,6 +42,7 @@ TESTS: dict[str, list[str]] = {
         "tests/test_validate_memo.py",
         "tests/test_errors.py",
         "tests/test_rule_twins.py",
+        "tests/test_problem_hints.py",
     ],
     "registry/resolve": [
         "tests/test_resolve.py",

@@ -1,0 +1,135 @@
+"""The hint of each kind of structural problem, word for word and in-process: the YAML 1.1
+readings a recipe's text is not (registry/validate/problems.py `_yaml11_hint`), an unknown key
+with its near misses and a level too deep, and the command line's axis swap written in a file.
+test_values.py and test_cli.py see the same hints through `recipe` processes; these pin every
+branch of the functions that write them (docs/mutation.md: a hint no test reads word for word
+can change unseen)."""
+
+from __future__ import annotations
+
+import pytest
+
+from registry.validate.problems import _yaml11_hint
+from registry.validate.report import validate_target
+
+YAML12 = "is text in a recipe (YAML 1.2)"
+
+
+@pytest.mark.parametrize(
+    "text, types, hint",
+    [
+        ("yes", ["boolean"], f"`yes` {YAML12}; write true"),
+        ("Off", ["boolean", "null"], f"`Off` {YAML12}; write false"),
+        ("N", ["boolean"], f"`N` {YAML12}; write false"),
+        ("yes", ["integer"], None),  # a boolean word is a hint only where a boolean may go
+        ("1:30", ["integer"], f"`1:30` {YAML12}, not a base-60 number; write 90"),
+        ("-1:30", ["integer"], f"`-1:30` {YAML12}, not a base-60 number; write -90"),
+        ("+1:30", ["number"], f"`+1:30` {YAML12}, not a base-60 number; write 90"),
+        ("1:30.5", ["number"], f"`1:30.5` {YAML12}, not a base-60 number; write 90.5"),
+        ("1_0:00", ["integer"], f"`1_0:00` {YAML12}, not a base-60 number; write 600"),
+        ("1:30:15", ["integer"], f"`1:30:15` {YAML12}, not a base-60 number; write 5415"),
+        ("1:70", ["integer"], None),  # no base-60 digit is 70
+        ("0x1F", ["integer"], f"`0x1F` {YAML12}; write 31"),
+        ("-0x10", ["integer"], f"`-0x10` {YAML12}; write -16"),
+        ("0o17", ["integer"], f"`0o17` {YAML12}; write 15"),
+        ("0b101", ["integer"], f"`0b101` {YAML12}; write 5"),
+        ("1_000", ["integer"], f"`1_000` {YAML12}; write 1000"),
+        ("1_000.5", ["number"], f"`1_000.5` {YAML12}; write 1000.5"),
+        ("017", ["integer"], f"`017` {YAML12}; write 17 without the leading zero (YAML 1.1 read it as octal 15)"),
+        ("-017", ["integer"], f"`-017` {YAML12}; write -17 without the leading zero (YAML 1.1 read it as octal -15)"),
+        ("019", ["integer"], f"`019` {YAML12}; write 19"),  # not octal: no octal reading to name
+        ("0", ["integer"], None),
+        ("abc", ["integer"], None),
+        ("1:30", ["string"], None),
+        ("1:30", ["boolean"], None),
+    ],
+)
+def test_yaml_1_1_readings(text, types, hint):
+    assert _yaml11_hint(text, types) == hint
+
+
+def problems(target: str, *overrides: str) -> list[tuple]:
+    report = validate_target(target, list(overrides))
+    assert report.failure is None, report.failure
+    return [(p.severity, p.rule, p.path, p.message, p.hint) for p in report.problems]
+
+
+def test_a_type_error_carries_the_yaml_hint():
+    assert problems("tiny/ddp/cpu", "train.steps=1:30") == [
+        (
+            "error",
+            "type",
+            "train.steps",
+            "'1:30' is not of type integer",
+            f"`1:30` {YAML12}, not a base-60 number; write 90",
+        )
+    ]
+    assert problems("tiny/ddp/cpu", "policy.gradient_checkpointing=yes") == [
+        (
+            "error",
+            "type",
+            "policy.gradient_checkpointing",
+            "'yes' is not of type boolean",
+            f"`yes` {YAML12}; write true",
+        )
+    ]
+
+
+def test_an_unknown_key_names_the_nearest_known_one():
+    assert problems("tiny/ddp/cpu", "train.stpes=3") == [
+        ("error", "unknown-key", "train.stpes", "unknown key", "did you mean 'steps'?")
+    ]
+
+
+def test_an_unknown_key_with_no_near_miss_lists_the_known_keys():
+    (found,) = problems("tiny/ddp/cpu", "train.qqqqqqq=3")
+    assert found[:4] == ("error", "unknown-key", "train.qqqqqqq", "unknown key")
+    assert found[4].startswith("known keys: micro_batch_size, gradient_accumulation_steps, batch_size, ")
+    assert found[4].endswith(", output_dir")
+
+
+def test_a_section_one_level_too_deep_names_the_keys_where_they_go():
+    said = "('fsdp' is no section of backend: its keys go right under it)"
+    assert problems("tiny/ddp/cpu", "backend.fsdp.use_orig_params=true") == [
+        ("error", "unknown-key", "backend.fsdp", "unknown key", f"did you mean backend.use_orig_params? {said}")
+    ]
+    # near misses count, each named once, at most three
+    many = problems(
+        "tiny/ddp/cpu",
+        "backend.fsdp.use_orig_param=true",
+        "backend.fsdp.use_orig_params=true",
+        "backend.fsdp.kind=fsdp",
+    )
+    assert many == [
+        (
+            "error",
+            "unknown-key",
+            "backend.fsdp",
+            "unknown key",
+            f"did you mean backend.use_orig_params, backend.kind? {said}",
+        )
+    ]
+
+
+def test_the_command_lines_swap_in_a_file_gets_the_file_form(tmp_path):
+    part = tmp_path / "part.yaml"
+    part.write_text("extends: [tiny/ddp/cpu]\nbackend: fsdp\n")
+    assert problems(str(part)) == [
+        (
+            "error",
+            "type",
+            "backend",
+            "'fsdp' is not of type object",
+            "a recipe file names its parts in extends: write `extends: [..., backend/fsdp]` instead"
+            " (backend=fsdp is the command line's swap; in a file, backend holds settings)",
+        )
+    ]
+    cell = tmp_path / "cell.yaml"
+    cell.write_text("policy: tiny\nbackend: fsdp\nhardware: cpu\n")
+    hints = {path: hint for _, _, path, _, hint in problems(str(cell))}
+    assert set(hints) == {"policy", "backend", "hardware"}
+    for axis, value in (("policy", "tiny"), ("backend", "fsdp"), ("hardware", "cpu")):
+        assert hints[axis] == (
+            "a recipe file names its cell in extends: write `extends: [tiny/fsdp/cpu]` instead"
+            f" ({axis}={value} is the command line's swap; in a file, {axis} holds settings)"
+        )
