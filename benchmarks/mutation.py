@@ -43,6 +43,7 @@ TESTS: dict[str, list[str]] = {
         "tests/test_errors.py",
         "tests/test_rule_twins.py",
         "tests/test_problem_hints.py",
+        "tests/test_fixes.py",
     ],
     "registry/resolve": [
         "tests/test_resolve.py",

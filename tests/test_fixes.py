@@ -108,3 +108,36 @@ def test_a_team_rule_cannot_declare_a_fix(tmp_path):
     assert run_cli("source", "add", "team", str(folder), env=env).returncode == 0
     r = run_cli("validate", "tiny/ddp/cpu", env=env)
     assert r.returncode == 1 and "`fix` is for the bundled rules only" in r.stdout + r.stderr
+
+
+def test_what_a_fix_records_in_process():
+    """The value, the rule's id and the origin that names the rule and what it replaced, read in
+    the test process (the checks above that go through `recipe` cannot tell which line wrote it)."""
+    fsdp = compose("pi07/fsdp/4xH100")
+    assert fsdp.fixed == ["fsdp-fp32-model"] and fsdp.data["policy"]["dtype"] == "float32"
+    assert fsdp.origins[("policy", "dtype")] == (
+        'schemas/policy.schema.json: fix of rule fsdp-fp32-model, in place of "bfloat16" from recipes/policy/pi07.yaml:20:3'
+    )
+    assert not errors(fsdp)
+    zero3 = compose("pi07/zero3/8xA100")
+    assert zero3.origins[("policy", "gradient_checkpointing")] == (
+        "schemas/policy.schema.json: fix of rule zero3-torch-checkpointing, in place of true from recipes/policy/pi07.yaml:14:3"
+    )
+    generated = compose("tiny/zero2/4xV100")
+    assert generated.fixed == ["bf16-compute-capability"]
+    assert generated.origins[("backend", "mixed_precision")] == (
+        'schemas/hardware.schema.json: fix of rule bf16-compute-capability, in place of "bf16" from recipes/backend/zero2.yaml:7:3'
+    )
+
+
+def test_the_users_value_stays_and_its_rule_reports_it_in_process():
+    typed = compose("pi07/fsdp/4xH100", ["policy.dtype=bfloat16"])
+    assert typed.fixed == [] and typed.data["policy"]["dtype"] == "bfloat16"
+    assert typed.origins[("policy", "dtype")] == "command line"
+    assert "fsdp-fp32-model" in errors(typed)
+
+
+def test_a_fix_that_fails_leaves_the_value_and_its_origin_as_composed():
+    recipe = compose("pi05/zero2/8xV100")
+    assert recipe.fixed == [] and recipe.data["backend"]["mixed_precision"] == "bf16"
+    assert recipe.origins[("backend", "mixed_precision")] == "recipes/backend/zero2.yaml:7:3"
