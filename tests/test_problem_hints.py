@@ -133,3 +133,42 @@ def test_the_command_lines_swap_in_a_file_gets_the_file_form(tmp_path):
             "a recipe file names its cell in extends: write `extends: [tiny/fsdp/cpu]` instead"
             f" ({axis}={value} is the command line's swap; in a file, {axis} holds settings)"
         )
+
+
+DIFFUSION = (
+    "the diffusion U-Net halves the horizon at each down-sampling stage, so the horizon (policy.chunk_size) must"
+    " be a multiple of 2 ** len(down_dims)"
+)
+
+
+@pytest.mark.parametrize(
+    "overrides, found",
+    [
+        ([], None),  # the part's horizon 16 over LeRobot's three stages
+        (["policy.chunk_size=12"], "horizon 12 with 3 down_dims stages (a factor of 8) | (8 or 16)"),
+        (
+            ["policy.chunk_size=20", "policy.options.down_dims=[64,128,256]"],
+            "horizon 20 with 3 down_dims stages (a factor of 8) | (16 or 24)",
+        ),
+        (["policy.chunk_size=24", "policy.options.down_dims=[64,128,256]"], None),
+        # a flag's text, as LeRobot's command line writes the list
+        (
+            ["policy.chunk_size=12", "policy.options.down_dims='[64,128,256,512]'"],
+            "horizon 12 with 4 down_dims stages (a factor of 16) | (16)",
+        ),
+        (["policy.chunk_size=16", "policy.options.down_dims='[64,'"], None),  # unreadable: the flag's own check says so
+        (["policy.chunk_size=12", "policy.options.down_dims=[]"], None),
+    ],
+)
+def test_the_diffusion_horizon_names_the_factor_and_the_nearest_horizons(overrides, found):
+    report = validate_target("diffusion/ddp/1xH100", overrides)
+    assert report.failure is None, report.failure
+    got = [p for p in report.problems if p.rule == "lerobot-diffusion-horizon"]
+    if found is None:
+        assert got == []
+        return
+    said, nearest = found.split(" | ")
+    (problem,) = got
+    assert (problem.severity, problem.path) == ("error", "policy.chunk_size")
+    assert problem.message == f"{DIFFUSION}: {said}"
+    assert problem.hint == f"set policy.chunk_size to a multiple of the factor {nearest}"

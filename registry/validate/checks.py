@@ -176,12 +176,13 @@ def diffusion_horizon(recipe: Section, rule: dict) -> list[Finding]:
         return []
     path = ("policy", "chunk_size") if recipe.policy.chunk_size is not None else ("policy", "type")
     lower, upper = horizon // factor * factor, (horizon // factor + 1) * factor
+    nearest = sorted({lower or factor, upper})  # below the factor, the factor itself is the one choice
     return [
         Finding(
             rule["severity"],
             path,
             f"{rule['message']}: horizon {horizon} with {len(dims)} down_dims stages (a factor of {factor})",
-            f"{rule['hint']} ({lower or factor} or {upper})",
+            f"{rule['hint']} ({' or '.join(map(str, nearest))})",
         )
     ]
 
