@@ -44,6 +44,7 @@ TESTS: dict[str, list[str]] = {
         "tests/test_rule_twins.py",
         "tests/test_problem_hints.py",
         "tests/test_fixes.py",
+        "tests/test_slurm.py",  # engines.py: the slurm, SkyPilot and Kubernetes files read back
     ],
     "registry/resolve": [
         "tests/test_resolve.py",

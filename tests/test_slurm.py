@@ -443,3 +443,44 @@ def test_a_broken_engine_file_reads_back_broken():
     job = kubernetes.manifest(doc, "ghcr.io/t/x:1")
     assert engines.kubernetes_counts(job) == {"nodes": "2", "gpus_per_node": "8", "processes_per_node": "8"}
     assert engines.kubernetes_counts(job.replace("replicas: 1\n", "replicas: 2\n"))["nodes"] == "4"
+
+
+SCRIPT = """#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH -N3
+# a comment between directives
+#SBATCH --gres gpu:h100:8
+#SBATCH --exclusive
+#SBATCH --job-name="a
+#SBATCH -G 16 --gpus-per-task=2
+#SBATCH --gpus-per-node=h100:4
+srun true
+#SBATCH --nodes=9
+"""
+
+
+def test_sbatch_directives_are_read_as_sbatch_reads_them():
+    """Long and short forms, `=` or a space, flags, a line shlex cannot split (skipped), and
+    nothing after the first command line; the last spelling of each count wins."""
+    from registry.validate import engines
+
+    assert engines.sbatch_options(SCRIPT) == [
+        ("--nodes", "2"),
+        ("-N", "3"),
+        ("--gres", "gpu:h100:8"),
+        ("--exclusive", ""),
+        ("-G", "16"),
+        ("--gpus-per-task", "2"),
+        ("--gpus-per-node", "h100:4"),
+    ]
+    assert engines.slurm_counts(SCRIPT) == {"nodes": "3", "gpus_per_node": "4", "gpus": "16", "gpus_per_task": "2"}
+
+
+@pytest.mark.parametrize(
+    "gres, gpus",
+    [("gpu:8", "8"), ("gpu:h100:8", "8"), ("gpu", "1"), ("gpu:h100", "1"), ("mps:100,gpu:4", "4"), ("mps:100", None)],
+)
+def test_a_gres_list_gives_its_gpu_count(gres, gpus):
+    from registry.validate import engines
+
+    assert engines._gres_gpus(gres) == gpus
