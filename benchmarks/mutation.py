@@ -45,6 +45,8 @@ TESTS: dict[str, list[str]] = {
         "tests/test_problem_hints.py",
         "tests/test_fixes.py",
         "tests/test_slurm.py",  # engines.py: the slurm, SkyPilot and Kubernetes files read back
+        "tests/test_messages.py",
+        "tests/test_estimate.py",  # checks.py's memory-fit
     ],
     "registry/resolve": [
         "tests/test_resolve.py",

@@ -190,3 +190,57 @@ def test_hybrid_sharding_shards_within_a_node_as_its_one_node_strategy(hybrid, w
     assert two_nodes.breakdown != pytest.approx(
         estimate("ref-1b/fsdp/2x8xH100", f"backend.sharding={within_node}").breakdown
     )
+
+
+MEMORY_HINT = "lower train.micro_batch_size (raise gradient_accumulation_steps to keep the batch), shard more (zero2/zero3/fsdp) or offload"
+
+
+@pytest.mark.parametrize(
+    "micro, severity, said",
+    [
+        (20, None, None),  # the cell as tuned: 82%, under the 90% that warns
+        (
+            24,
+            "warning",
+            "needs about 74.1 GiB per rank of 79.2 GiB (94%: parameters 9.3, optimizer states 7.0, communication"
+            " buckets 1.9, activations 54.2, workspace 0.1, allocator overhead 1.1, CUDA context 0.5); the largest"
+            " micro batch that fits is 26",
+        ),
+        (26, "warning", None),  # 99%: still a warning, the last micro batch that fits
+        (
+            28,
+            "error",
+            "needs about 83.3 GiB per rank of 79.2 GiB (105%: parameters 9.3, optimizer states 7.0, communication"
+            " buckets 1.9, activations 63.3, workspace 0.1, allocator overhead 1.3, CUDA context 0.5); the largest"
+            " micro batch that fits is 26",
+        ),
+    ],
+)
+def test_memory_fit_warns_past_90_percent_and_refuses_past_the_capacity(micro, severity, said):
+    """The memory-fit rule's problem word for word, read in-process: the breakdown (each term of at
+    least 0.05 GiB), the share of the capacity, the largest micro batch that fits. A recalibration
+    of the estimator (docs/estimator.md) changes these figures, and this table with them."""
+    from registry.validate.report import validate_target
+
+    report = validate_target("pi07/zero2/8xA100", [f"train.micro_batch_size={micro}"])
+    found = [p for p in report.problems if p.rule == "memory-fit"]
+    if severity is None:
+        assert found == []
+        return
+    (problem,) = found
+    assert (problem.severity, problem.path, problem.hint) == (severity, "train.micro_batch_size", MEMORY_HINT)
+    if said:
+        assert problem.message == said
+
+
+def test_an_estimate_that_does_not_come_out_finite_names_the_inputs():
+    from registry.validate.report import validate_target
+
+    report = validate_target("pi07/zero2/8xA100", ["policy.memory.params=1e308"])
+    assert [(p.rule, p.severity, p.path, p.hint) for p in report.problems] == [
+        ("memory-fit", "error", "train.micro_batch_size", "bring the sizes and counts into a realistic range")
+    ]
+    assert report.problems[0].message.startswith(
+        "the memory estimate does not come out finite (a size or count too large for float arithmetic:"
+        " policy.memory.params 1e+308, "
+    )

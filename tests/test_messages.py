@@ -72,3 +72,23 @@ def test_a_key_nested_a_level_too_deep_gets_did_you_mean(tmp_path):
     mine.write_text("extends: [tiny/ddp/cpu]\ntrain:\n  optimizer:\n    adamw: {lr: 0.001, weight_decay: 0.1}\n")
     out = run_cli("validate", str(mine)).stdout
     assert "did you mean train.optimizer.lr, train.optimizer.weight_decay?" in out, out
+
+
+def test_a_reports_summary_counts_errors_and_warnings_in_words():
+    from registry.errors import Exit, Problem, RecipeError
+    from registry.validate.report import Report
+
+    def problem(severity: str) -> Problem:
+        return Problem(severity, "r", "a.b", "m", None, None)
+
+    assert Report("x").summary() == "x: valid"
+    assert Report("x", [problem("warning")]).summary() == "x: valid (1 warning)"
+    assert Report("x", [problem("warning")] * 2).summary() == "x: valid (2 warnings)"
+    assert Report("x", [problem("error")]).summary() == "x: invalid (1 error, 0 warnings)"
+    assert Report("x", [problem("error")] * 2 + [problem("warning")]).summary() == "x: invalid (2 errors, 1 warning)"
+    assert Report("x", [problem("error")]).exit_code == Exit.INVALID and Report("x").exit_code == Exit.OK
+    broken = Report("x", failure=RecipeError("no such recipe"))
+    assert broken.summary() == "x: not validated" and broken.exit_code == Exit.USAGE
+    unreadable = Report("x", failure=RecipeError("bad file", Exit.INVALID))
+    assert unreadable.summary() == "x: invalid" and unreadable.exit_code == Exit.INVALID
+    assert broken.lines() == [RecipeError("no such recipe").render(prefix="x")]
