@@ -65,3 +65,20 @@ def test_one_call_over_many_files_reports_as_one_call_per_file(tmp_path):
     for index in (0, 1, 2, 5, 209):
         one = subprocess.run([*run, paths[index]], cwd=ROOT, capture_output=True, text=True)
         assert json.loads(one.stdout)["reports"] == [reports[index]]
+
+
+def test_every_rule_twin_gets_a_fresh_processs_verdict_after_its_sibling():
+    """Each pair of tests/test_rule_twins.py differs in the one value its rule reads. Validated one
+    after the other in this process, each twin must get the problems it gets with every memo
+    empty: a rule whose paths (memo.reads) missed one it reads would hand the second twin its
+    sibling's outcome."""
+    from test_rule_twins import TWINS
+
+    composed = []
+    for _, target, shared, breaking, passing in TWINS:
+        for value in (breaking, passing):
+            recipe = compose(target, [*shared, value])
+            composed.append(((target, *shared, value), recipe))
+    for order in (composed, composed[::-1]):
+        for name, recipe in order:
+            assert _validate(recipe.data, recipe.origins, RESOLVED) == _fresh(recipe.data, recipe.origins), name
