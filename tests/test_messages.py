@@ -92,3 +92,44 @@ def test_a_reports_summary_counts_errors_and_warnings_in_words():
     unreadable = Report("x", failure=RecipeError("bad file", Exit.INVALID))
     assert unreadable.summary() == "x: invalid" and unreadable.exit_code == Exit.INVALID
     assert broken.lines() == [RecipeError("no such recipe").render(prefix="x")]
+
+
+def test_validate_all_reports_the_catalog_every_part_then_every_overlay(monkeypatch):
+    """`recipe validate --all` over the bundled recipes, in-process: the GPU catalog, each part
+    file on its own (structure only) axis by axis, then each tuned overlay composed; a part that
+    cannot be read is one failed report, and the rest still come."""
+    from pathlib import Path
+
+    from registry.errors import Exit, RecipeError
+    from registry.validate import report
+
+    root = Path(__file__).resolve().parent.parent / "recipes"
+    parts = [
+        f"recipes/{axis}/{p.name}"
+        for axis in ("policy", "backend", "hardware")
+        for p in sorted((root / axis).glob("*.yaml"), key=lambda p: p.stem)
+    ]
+    overlays = sorted(
+        str(p.relative_to(root).with_suffix(""))
+        for p in root.glob("*/*/*.yaml")
+        if p.parts[-3] not in ("policy", "backend", "hardware", "catalog")
+    )
+    reports = list(report.validate_all())
+    targets = [r.target for r in reports]
+    assert targets[0] == "recipes/catalog/gpus.yaml"
+    assert targets[1 : 1 + len(parts)] == parts
+    assert sorted(targets[1 + len(parts) :]) == overlays and len(targets) == 1 + len(parts) + len(overlays)
+    assert all(r.exit_code == Exit.OK and r.summary().startswith(f"{r.target}: valid") for r in reports)
+
+    real = report.load_cached
+
+    def unreadable(path):
+        if Path(path).name == "zero2.yaml" and Path(path).parent.name == "backend":
+            raise RecipeError("cannot read it", Exit.INVALID)
+        return real(path)
+
+    monkeypatch.setattr(report, "load_cached", unreadable)
+    again = list(report.validate_all())
+    failed = [r for r in again if r.failure]
+    assert [r.target for r in failed] == [str(root / "backend" / "zero2.yaml")]
+    assert failed[0].summary().endswith(": invalid") and len(again) == len(reports)
