@@ -24,9 +24,7 @@ differences (recipe run minus launch.sh), for each state. The target: at most 0.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -34,6 +32,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from emit import emit, host  # benchmarks/, the script's own folder
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLE = ("launch.sh", "recipe.lock.yaml", "train_config.json", "accelerate.yaml", "deepspeed.json")
@@ -135,15 +135,9 @@ def main() -> None:
         "overhead_s": over("recipe run"),
         "overhead_new_recipe_s": over("recipe run (new recipe)"),
         "target_s": 0.2,
-        "python": platform.python_version(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "date": time.strftime("%Y-%m-%d"),
+        **host(),
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

@@ -6,14 +6,14 @@ recipe (docs/trainer.md, "Leaving"). Prints medians and ranges as JSON.
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from emit import emit, host  # benchmarks/, the script's own folder
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,15 +58,9 @@ def main() -> None:
         "commit": subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
         ).stdout.strip(),
-        "python": platform.python_version(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "date": time.strftime("%Y-%m-%d"),
+        **host(),
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

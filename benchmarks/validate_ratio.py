@@ -9,9 +9,7 @@ warm, the verdicts of an earlier call on disk (`recipe list` and the hook on unc
 python benchmarks/validate_ratio.py [--files 1000] [--runs 7] [--out PATH]"""
 
 import argparse
-import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -23,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from emit import emit, host  # noqa: E402
 from validate_1000 import generate  # noqa: E402
 
 STATES = ("cold", "new", "warm")
@@ -103,15 +102,9 @@ def main() -> None:
         "targets": {"ratio_many_to_one": 8, "ratio_one_to_import": 1.15},
         "interleaved": True,
         "bytecode": "registry compiled first (compileall), as installed",
-        "python": platform.python_version(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "date": time.strftime("%Y-%m-%d"),
+        **host(),
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

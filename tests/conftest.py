@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -244,16 +245,19 @@ def pytest_collection_modifyitems(config, items):
     cores at the end, rather than one worker finishing a training file alone while the other idles.
     The rest follow by number of tests, as xdist would order them (pytest_configure below keeps
     xdist from reordering the files again)."""
-    runs = [hasattr(getattr(item, "module", None), "background_runs") for item in items]
     if not _under_xdist(config):
-        order = {id(item): ran for item, ran in zip(items, runs)}
-        items.sort(key=lambda item: order[id(item)])
+        items.sort(key=_reads_runs)
         return
-    per_file: dict[str, int] = {}
-    for item in items:
-        per_file[item.nodeid.split("::")[0]] = per_file.get(item.nodeid.split("::")[0], 0) + 1
-    heavy = {id(item): ran for item, ran in zip(items, runs)}
-    items.sort(key=lambda item: (not heavy[id(item)], -per_file[item.nodeid.split("::")[0]]))
+    per_file = Counter(_file(item) for item in items)
+    items.sort(key=lambda item: (not _reads_runs(item), -per_file[_file(item)]))
+
+
+def _reads_runs(item) -> bool:
+    return hasattr(getattr(item, "module", None), "background_runs")
+
+
+def _file(item) -> str:
+    return item.nodeid.split("::")[0]
 
 
 def pytest_configure(config):
