@@ -41,28 +41,25 @@ class Recorded:
 
 
 def record_twice(folder: Path, port: int) -> Recorded:
-    """`recipe bench FILE --record` on a free-standing recipe; then `recipe validate FILE`, and
-    --record again. (DDP on CPU: torchrun picks its own port.)"""
-    f = folder / "mine.yaml"
+    """`recipe bench FILE --record --format json` on a recipe file (6 measured steps, the fewest
+    for a 95% interval); then `recipe validate FILE`, and --record again, by the recipe's name in a
+    directory source (RECIPE_PATH) that holds the file. (DDP on CPU: torchrun picks its own port.)"""
+    f = folder / "team" / "exp" / "mine.yaml"
+    f.parent.mkdir(parents=True)
     f.write_text(MINE)
-    bench = ["bench", str(f), "--steps", "3", "--warmup", "1", "--record"]
-    done = Recorded(f, run_cli(*bench, cwd=folder, timeout=600))
+    options = ["--steps", "6", "--warmup", "1", "--record"]
+    done = Recorded(f, run_cli("bench", str(f), *options, "--format", "json", cwd=folder, timeout=600))
     if done.first.returncode == 0:
         done.text = f.read_text()
         done.validated = run_cli("validate", str(f))
-        done.again = run_cli(*bench, cwd=folder, timeout=600)
+        env = {"RECIPE_PATH": f"team={folder / 'team'}"}
+        done.again = run_cli("bench", "team:exp/mine", *options, cwd=folder, env=env, timeout=600)
     return done
-
-
-def bench_json(folder: Path, port: int) -> subprocess.CompletedProcess:
-    """`recipe bench tiny/ddp/cpu --format json`: 6 measured steps, the fewest for a 95% interval."""
-    args = ["bench", "tiny/ddp/cpu", "--steps", "6", "--warmup", "1", "--format", "json"]
-    return run_cli(*args, f"launch.main_process_port={port}", cwd=folder, timeout=600)
 
 
 def background_runs(items) -> dict:
     """The bench runs the selected tests read, for conftest's `background` to start with the session."""
-    jobs = {"side_by_side_run": side_by_side, "recorded": record_twice, "json_run": bench_json}  # by fixture
+    jobs = {"side_by_side_run": side_by_side, "recorded": record_twice}  # by fixture
     return {key: job for key, job in jobs.items() if any(key in item.fixturenames for item in items)}
 
 
@@ -76,13 +73,8 @@ def recorded(background, request) -> Recorded:
     return background.of(request.module)["recorded"].result()
 
 
-@pytest.fixture(scope="module")
-def json_run(background, request) -> subprocess.CompletedProcess:
-    return background.of(request.module)["json_run"].result()
-
-
-def test_bench_json_carries_the_interval(json_run):
-    r = json_run
+def test_bench_json_carries_the_interval(recorded):
+    r = recorded.first
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     doc = json.loads(r.stdout)
     row = doc["results"][0]
@@ -137,9 +129,10 @@ def test_record_appends_results_with_provenance(recorded):
         "# yaml-language-server: $schema=x\nrecipe: {name: team/mine}\n"
     )  # the file is kept, not rewritten
     entry = yaml.safe_load(text)["results"][0]
-    assert entry["gradient_accumulation_steps"] == 1 and entry["samples_per_s"] > 0 and entry["steps"] == 3
+    assert entry["gradient_accumulation_steps"] == 1 and entry["samples_per_s"] > 0 and entry["steps"] == 6
     ci = entry["samples_per_s_interval"]
-    assert ci["lower"] <= entry["samples_per_s"] <= ci["upper"] and (ci["launches"], ci["steps"]) == (1, 3)
+    assert ci["lower"] <= entry["samples_per_s"] <= ci["upper"] and (ci["launches"], ci["steps"]) == (1, 6)
+    assert ci == json.loads(r.stdout)["results"][0]["samples_per_s_interval"]  # what it printed is what it kept
     assert (
         entry["hardware"].startswith("CPU")
         and "torch" in entry["versions"]
@@ -147,8 +140,17 @@ def test_record_appends_results_with_provenance(recorded):
     )
     assert abs(sum(entry["phases"].values()) - 1) < 0.01
     assert recorded.validated.returncode == 0
+
+
+def test_record_by_name_into_a_directory_source(recorded):
+    """What --record is for: a name whose file lies in a directory source (RECIPE_PATH, recipe
+    source add DIR) gets the measurement appended to that file, after the one already there."""
     again = recorded.again
-    assert again.returncode == 0 and len(yaml.safe_load(recorded.file.read_text())["results"]) == 2
+    assert again.returncode == 0, again.stdout + again.stderr[-3000:]
+    assert f"recorded in {recorded.file}" in again.stderr
+    results = yaml.safe_load(recorded.file.read_text())["results"]
+    assert len(results) == 2 and results[0] == yaml.safe_load(recorded.text)["results"][0]
+    assert results[1]["steps"] == 6 and results[1]["command"].startswith("recipe bench team:exp/mine")
 
 
 def test_bench_refuses_bad_patterns():
@@ -217,16 +219,3 @@ def test_record_never_writes_into_a_git_clone_or_a_published_version(tmp_path):
     published = run_cli("publish", str(team / "exp" / "mine.yaml"), "--to", "team-d", env=env)
     assert published.returncode == 0, published.stderr
     assert "published" in refused_before_running(tmp_path, "team/mine", env=env)
-
-
-def test_record_by_name_into_a_directory_source(tmp_path):
-    """What --record is for: a name whose file lies in a directory source (RECIPE_PATH, recipe
-    source add DIR) gets the measurement appended to that file."""
-    team = tmp_path / "team"
-    (team / "exp").mkdir(parents=True)
-    (team / "exp" / "mine.yaml").write_text(MINE)
-    args = ["bench", "team:exp/mine", "--record", "--steps", "2", "--warmup", "1"]
-    r = run_cli(*args, cwd=tmp_path, env={"RECIPE_PATH": f"team={team}"}, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
-    assert f"recorded in {team / 'exp' / 'mine.yaml'}" in r.stderr
-    assert yaml.safe_load((team / "exp" / "mine.yaml").read_text())["results"][0]["steps"] == 2

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from corpus_verdicts import CORPUS
+from conftest import ROOT
 
 from registry.compose import compose
 from registry.doc import join, leaves, lookup
@@ -30,6 +30,9 @@ from registry.errors import RecipeError
 from registry.resolve import importer, resolve
 from registry.validate.report import validate_target
 
+# not imported from tests/corpus_verdicts.py, which imports accelerate, DeepSpeed and transformers
+# as it loads (each xdist worker collects this file); it runs in a process of its own here
+CORPUS = ROOT / "tests" / "data" / "corpus"
 ENTRIES = {e["id"]: e for e in yaml.safe_load((CORPUS / "manifest.yaml").read_text())["entries"]}
 RECORDED = json.loads((CORPUS / "verdicts.json").read_text())
 

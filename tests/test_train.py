@@ -1,6 +1,6 @@
 """The built-in trainer for real: 2 processes over gloo on this CPU host, under DDP, ZeRO-2 and
-ZeRO-3; crash and resume, a finished run extended to twice its steps, a damaged checkpoint passed
-over; consolidated checkpoints loaded into a fresh policy."""
+ZeRO-3; crash and resume, a finished run extended to twice its steps (DDP), a damaged checkpoint
+passed over; consolidated checkpoints loaded into a fresh policy."""
 
 import functools
 import json
@@ -40,7 +40,9 @@ def train(*args, env=None) -> str:
 
 def crash_and_resume(backend: str, base: Path, port: int) -> tuple[Path, Path, list[str]]:
     """An uninterrupted run of 24 steps, and one of 12 that crashes after step 6, resumes to its end
-    and is then extended to 24; and the 12-step overrides."""
+    and is then extended to 24 (under DDP; under ZeRO it resumes to 24 at once: extending a finished
+    run takes the same path on every backend, and each launch costs a ZeRO run 10 s); and the
+    12-step overrides."""
     overrides = [*STEPS, f"launch.main_process_port={port}"]
     whole, broken = base / "whole", base / "broken"
     said = train(f"tiny/{backend}/cpu", *overrides, "train.steps=24", "--output-dir", str(whole))
@@ -51,8 +53,9 @@ def crash_and_resume(backend: str, base: Path, port: int) -> tuple[Path, Path, l
     assert crashed.returncode != 0
     (base / "broken.output").write_text(crashed.stdout + crashed.stderr)
     assert (broken / "checkpoints" / "last").resolve().name == "000006"
-    train(f"tiny/{backend}/cpu", *overrides, "--resume", str(broken))
-    assert max(losses(broken)) == 12
+    if backend == "ddp":
+        train(f"tiny/{backend}/cpu", *overrides, "--resume", str(broken))
+        assert max(losses(broken)) == 12
     train(f"tiny/{backend}/cpu", *overrides, "train.steps=24", "--resume", str(broken))
     return whole, broken, overrides
 
@@ -158,12 +161,13 @@ def test_a_run_ends_in_a_summary_without_banners(runs, backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_resume_matches_an_uninterrupted_run(runs, backend):
-    """Crashed after step 6, resumed to its end at 12, then extended to 24 steps: every loss is
-    the uninterrupted 24-step run's."""
+    """Crashed after step 6, resumed to its end at 12, then extended to 24 steps (ZeRO: resumed to
+    24): every loss is the uninterrupted 24-step run's."""
     whole, broken, _ = runs[backend].result()
     events = [r.get("event") for r in records(broken)]
-    assert events.count("start") == 1 and events.count("resume") == 2
-    assert [r["step"] for r in records(broken) if r.get("event") == "resume"] == [6, 12]
+    resumed = [6, 12] if backend == "ddp" else [6]
+    assert events.count("start") == 1 and events.count("resume") == len(resumed)
+    assert [r["step"] for r in records(broken) if r.get("event") == "resume"] == resumed
     a, b = losses(whole), losses(broken)
     assert sorted(b) == list(range(1, 25))
     for step in range(1, 25):

@@ -30,6 +30,7 @@ LeRobot cannot be imported.
 import argparse
 import contextlib
 import functools
+import inspect
 import io
 import json
 import logging
@@ -37,6 +38,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import types
 import warnings
 from pathlib import Path
 from typing import Any
@@ -54,12 +56,15 @@ def _load() -> dict[str, Any]:
     _offline_env()
     import draccus
     import lerobot
-    from draccus.wrappers import docstring
+    from draccus.wrappers import docstring, field_wrapper
 
     # draccus builds each field's help text from its class's source on every parse (its own cache on
     # get_attribute_docstring is commented out): most of a parse's time, and help text only, so one
     # reading per field serves every case; what a command line parses to, or why it fails, is unchanged
     docstring.get_attribute_docstring = functools.cache(docstring.get_attribute_docstring)
+    # Likewise each flag's argparse action: its constructor's signature, read again for every flag
+    # of every parse (a third of a parse's time); the same action class has the same signature.
+    field_wrapper.inspect = types.SimpleNamespace(getfullargspec=functools.cache(inspect.getfullargspec))
     from lerobot.configs import parser
     from lerobot.configs.policies import PreTrainedConfig
     from lerobot.configs.train import TrainPipelineConfig

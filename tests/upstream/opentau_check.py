@@ -35,6 +35,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import inspect
 import io
 import json
 import logging
@@ -319,7 +320,7 @@ def main() -> int:
     if importlib.util.find_spec("torchvision") is None:
         sys.meta_path.insert(0, TorchvisionStandIn())
     try:
-        from draccus.wrappers import docstring
+        from draccus.wrappers import docstring, field_wrapper
         from opentau.configs import parser
         from opentau.configs.train import TrainPipelineConfig
         from opentau.datasets import video_utils
@@ -327,6 +328,9 @@ def main() -> int:
         # draccus reads every field's help text from the source of every policy class on each parse
         # (0.6 s a config); the text cannot change within a process and parsing never reads it.
         docstring.get_attribute_docstring = functools.cache(docstring.get_attribute_docstring)
+        # and the signature of each flag's argparse action, read again for every flag of every parse
+        # (a third of a parse's time): one action class has one signature.
+        field_wrapper.inspect = SimpleNamespace(getfullargspec=functools.cache(inspect.getfullargspec))
 
         register_policy_types()
         guards = BackendGuards()
