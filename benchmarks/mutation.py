@@ -213,18 +213,14 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     scratch_copy(work)
     configure(work, module, tests, shlex.split(args.pytest_args))
-    # Mutated modules import mutmut's trampoline, in the tests' own subprocesses too. While mutmut
-    # maps tests to functions ("stats"), a subprocess started in another folder would look for
-    # mutmut's settings there and fail: it runs the original code instead (its calls are not
-    # counted in any case); a mutant's name passes through unchanged.
-    site = work / ".mutation-site"
-    site.mkdir(exist_ok=True)
-    (site / "sitecustomize.py").write_text(
-        "import os\nif os.environ.get('MUTANT_UNDER_TEST') == 'stats':\n    os.environ['MUTANT_UNDER_TEST'] = ''\n"
-    )
+    # Mutated modules import mutmut's trampoline, in the tests' own subprocesses too: those report
+    # the functions they ran while mutmut maps tests to functions (mutation_site/sitecustomize.py,
+    # collected by the session plugin), and run the mutant under test like the test process.
+    hits = work / ".mutation-hits"
+    hits.mkdir(exist_ok=True)
     mutmut_home = str(Path(mutmut.__file__).resolve().parent.parent)
-    paths = [str(site), mutmut_home, os.environ.get("PYTHONPATH")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
+    paths = [str(ROOT / "benchmarks" / "mutation_site"), mutmut_home, os.environ.get("PYTHONPATH")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths)), "RECIPE_MUTATION_HITS": str(hits)}
     command = [sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs)]
     started = time.monotonic()
     log = work / "mutmut.log"

@@ -15,6 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path.cwd().resolve()  # mutmut runs the tests from its copy of the checkout
 ISOLATED = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME")
 
@@ -70,3 +72,32 @@ def pytest_sessionstart(session):
     for name in ISOLATED:
         (fresh / name.lower()).mkdir()
         os.environ[name] = str(fresh / name.lower())
+
+
+def subprocess_hits() -> set[str]:
+    """The functions the tests' `recipe ...` subprocesses ran since the last call, as they reported
+    them at exit (mutation_site/sitecustomize.py); each report is read once."""
+    folder = os.environ.get("RECIPE_MUTATION_HITS")
+    found: set[str] = set()
+    if not folder or not os.path.isdir(folder):
+        return found
+    for report in Path(folder).glob("*.hits"):
+        try:
+            found |= set(filter(None, report.read_text(encoding="utf-8").splitlines()))
+            report.unlink()
+        except OSError:  # taken by another reader: counted there
+            continue
+    return found
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item):
+    """Before mutmut's own teardown hook maps the functions this test ran to it, the ones its
+    subprocesses ran join them (only while mutmut maps: "stats")."""
+    if os.environ.get("MUTANT_UNDER_TEST") != "stats":
+        return
+    hits = subprocess_hits()
+    if hits:
+        from mutmut.state import state
+
+        state()._stats.update(hits)
