@@ -220,7 +220,8 @@ def main() -> int:
     hits.mkdir(exist_ok=True)
     mutmut_home = str(Path(mutmut.__file__).resolve().parent.parent)
     paths = [str(ROOT / "benchmarks" / "mutation_site"), mutmut_home, os.environ.get("PYTHONPATH")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths)), "RECIPE_MUTATION_HITS": str(hits)}
+    # (not RECIPE_*: tests/conftest.py clears those from the tests' environment)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths)), "MUTATION_HITS": str(hits)}
     command = [sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs)]
     started = time.monotonic()
     log = work / "mutmut.log"
@@ -232,7 +233,11 @@ def main() -> int:
             returncode = mutmut_run.wait(timeout=args.time_limit)
         except subprocess.TimeoutExpired:  # partial: mutmut records each verdict as it comes
             os.killpg(mutmut_run.pid, signal.SIGINT)
-            returncode = mutmut_run.wait(timeout=60)
+            try:
+                returncode = mutmut_run.wait(timeout=60)
+            except subprocess.TimeoutExpired:  # its workers still in a test's subprocess: the rest waits
+                os.killpg(mutmut_run.pid, signal.SIGKILL)
+                returncode = mutmut_run.wait()
     seconds = round(time.monotonic() - started, 1)
     found = outcomes(work)
     if not any(s != "unchecked" for s in found.values()):

@@ -77,7 +77,7 @@ def pytest_sessionstart(session):
 def subprocess_hits() -> set[str]:
     """The functions the tests' `recipe ...` subprocesses ran since the last call, as they reported
     them at exit (mutation_site/sitecustomize.py); each report is read once."""
-    folder = os.environ.get("RECIPE_MUTATION_HITS")
+    folder = os.environ.get("MUTATION_HITS")
     found: set[str] = set()
     if not folder or not os.path.isdir(folder):
         return found
