@@ -77,7 +77,8 @@ def test_the_builtin_trainer_reads_what_it_declares(tmp_path):
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        # this checkout's registry first; the rest kept (a mutation run's mutmut may live there)
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     read = set(json.loads(done.stdout.splitlines()[-1]))
