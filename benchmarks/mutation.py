@@ -49,6 +49,7 @@ TESTS: dict[str, list[str]] = {
         "tests/test_estimate.py",  # checks.py's memory-fit
     ],
     "registry/resolve": [
+        "tests/test_import_conflicts.py",
         "tests/test_resolve.py",
         "tests/test_fields.py",
         "tests/test_kubernetes.py",
@@ -56,7 +57,14 @@ TESTS: dict[str, list[str]] = {
         "tests/test_roundtrip.py",
         "tests/test_resolved_values.py",
     ],
-    "registry/trainers": ["tests/test_resolved_values.py", "tests/test_fields.py", "tests/test_import_faults.py"],
+    "registry/trainers": [
+        "tests/test_trainer_adapters.py",
+        "tests/test_resolved_values.py",
+        "tests/test_fields.py",
+        "tests/test_import_faults.py",
+        "tests/test_roundtrip.py",  # import of every OpenTau and LeRobot cell's own files, in-process
+        "tests/test_corpus.py",  # import of the teams' real configs
+    ],
     "registry/sharing": [
         "tests/test_sharing.py",
         "tests/test_sharing_faults.py",

@@ -1,0 +1,238 @@
+"""The trainer adapters' own pieces, in-process and value by value: how `recipe import` reads
+lerobot-train's flags (the split, draccus's bool spellings, --policy.path), and the command lines
+the adapters write (torchrun on one node and several, accelerate in the trainer's own interpreter,
+a team's program with its placeholders). tests/test_roundtrip.py and tests/test_corpus.py import
+whole cells and real configs; this file pins each branch those take."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from registry.compose import compose
+from registry.errors import RecipeError
+from registry.trainers import builtin, command, lerobot
+from registry.trainers.base import Context, Raw, flag_value
+
+# --- lerobot-train's command line ----------------------------------------------------------------
+
+
+def test_parse_reads_both_flag_forms_and_keeps_values_whole():
+    args = "--policy.type=act --steps 200 --dataset.repo_id='lerobot/pusht' --job_name=a=b --x.y ''"
+    assert lerobot.parse(args) == {
+        "policy.type": "act",
+        "steps": "200",
+        "dataset.repo_id": "lerobot/pusht",
+        "job_name": "a=b",  # split at the first =
+        "x.y": "",
+    }
+    assert lerobot.parse("") == {}
+    assert lerobot.parse("--a=1 --a=2") == {"a": "2"}  # the last one wins, as argparse reads it
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ("--steps", "--trainer-args: cannot read '--steps'"),  # a flag with no value
+        ("--steps --batch_size=8", "--trainer-args: cannot read '--steps'"),
+        ("steps=200", "--trainer-args: cannot read 'steps=200'"),
+        ("--a=1 200", "--trainer-args: cannot read '200'"),
+    ],
+)
+def test_parse_refuses_what_is_no_flag(args, said):
+    with pytest.raises(RecipeError) as e:
+        lerobot.parse(args)
+    assert str(e.value) == f"{said} (hint: --key=value flags as lerobot-train takes them)"
+
+
+def test_parse_refuses_an_unbalanced_quote():
+    with pytest.raises(RecipeError) as e:
+        lerobot.parse("--job_name='x")
+    assert str(e.value) == '--trainer-args: cannot split "--job_name=\'x": No closing quotation'
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("true", True),
+        ("True", True),
+        ("YES", True),
+        ("on", True),
+        ("1", True),
+        ("false", False),
+        ("False", False),
+        ("no", False),
+        ("OFF", False),
+        ("0", False),
+        ("2", "2"),
+        ("t", "t"),
+        ("", ""),
+    ],
+)
+def test_bool_spellings_as_draccus_reads_them(text, value):
+    assert lerobot._bool(text) is value if isinstance(value, bool) else lerobot._bool(text) == value
+
+
+def policy_path(given: dict) -> tuple[dict, list[str]]:
+    given, notes = dict(given), []
+    lerobot._policy_path(given, notes)
+    return given, notes
+
+
+def test_policy_path_names_the_type_by_the_checkpoints_name():
+    given, notes = policy_path({"policy.path": "lerobot/smolvla_base", "steps": "5"})
+    assert given == {"steps": "5", "policy.type": "smolvla", "policy.pretrained_path": "lerobot/smolvla_base"}
+    assert notes == [
+        "lerobot-train flags --policy.path=lerobot/smolvla_base: policy.type smolvla is read from the checkpoint's"
+        " name and policy.pretrained_path is lerobot/smolvla_base; the policy part stands in for the checkpoint's"
+        " config.json"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        ("lerobot/pi0_fast_base", "pi0_fast"),  # the longer name first: not pi0
+        ("lerobot/pi05_libero/", "pi05"),  # a trailing slash
+        ("/ckpt/ACT_aloha", "act"),  # any case
+        ("lerobot/pi0", "pi0"),
+        ("diffusion_pusht", "diffusion"),
+    ],
+)
+def test_policy_path_reads_the_last_part_of_the_name(path, kind):
+    given, _ = policy_path({"policy.path": path})
+    assert given == {"policy.type": kind, "policy.pretrained_path": path}
+
+
+def test_policy_path_keeps_a_pretrained_path_given_beside_it():
+    given, _ = policy_path({"policy.path": "lerobot/act_x", "policy.pretrained_path": "/mine"})
+    assert given == {"policy.type": "act", "policy.pretrained_path": "/mine"}
+
+
+def test_policy_path_with_a_type_given_becomes_the_pretrained_path():
+    given, notes = policy_path({"policy.path": "lerobot/smolvla_base", "policy.type": "act"})
+    assert given == {"policy.type": "act", "policy.pretrained_path": "lerobot/smolvla_base"}
+    assert notes == [
+        "lerobot-train flags --policy.path=lerobot/smolvla_base: the policy type is not read from a checkpoint's"
+        " config.json; name it with --policy.type"
+    ]
+
+
+def test_policy_path_of_an_unknown_name_is_left_for_validation():
+    given, notes = policy_path({"policy.path": "me/my_policy"})
+    assert given == {"policy.path": "me/my_policy"} and len(notes) == 1
+    assert notes[0].endswith("name it with --policy.type")
+    assert policy_path({"steps": "5"}) == ({"steps": "5"}, [])
+
+
+# --- command lines -------------------------------------------------------------------------------
+
+
+def test_torchrun_on_one_node_and_on_several():
+    one = Context("torchrun", "accelerate.yaml", nodes=1, processes_per_node=4)
+    assert one.torchrun() == ["torchrun", "--standalone", "--nproc-per-node=4"]
+    two = Context("torchrun", "accelerate.yaml", nodes=2, processes_per_node=8, python="/envs/t/bin/python")
+    argv = two.torchrun()
+    assert argv == [
+        "/envs/t/bin/python",
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node=8",
+        "--nnodes=2",
+        "--node-rank",
+        '"${MACHINE_RANK}"',
+        "--master-addr",
+        '"${MAIN_PROCESS_IP}"',
+        "--master-port",
+        '"${MAIN_PROCESS_PORT}"',
+        "--rdzv-backend=static",
+    ]
+    assert [type(a) is Raw for a in argv] == [False] * 6 + [True, False, True, False, True, False]
+
+
+def test_accelerate_in_the_trainers_interpreter_or_from_path():
+    assert Context("accelerate", "a.yaml", 1, 2).accelerate() == ["accelerate", "launch", "--config_file", "a.yaml"]
+    own = Context("accelerate", Raw('"node${MACHINE_RANK}.yaml"'), 2, 2, python="/p/python")
+    assert own.accelerate() == ["/p/python", "-m", "accelerate.commands.launch", "--config_file", own.accelerate_config]
+
+
+@pytest.mark.parametrize("launcher", ["accelerate", "torchrun"])
+def test_builtin_invocation(launcher):
+    doc = compose("tiny/ddp/cpu").data
+    ctx = Context(launcher, "accelerate.yaml", 1, 2)
+    inv = builtin.invocation(doc, ctx)
+    start = ["accelerate", "launch", "--config_file", "accelerate.yaml"] if launcher == "accelerate" else None
+    start = start or ["torchrun", "--standalone", "--nproc-per-node=2"]
+    assert inv.argv == [*start, "-m", "registry.train", "train_config.json"]
+    assert (inv.program, inv.install_hint) == (
+        (launcher, "pip install accelerate") if launcher == "accelerate" else ("torchrun", "pip install torch")
+    )
+    assert inv.uses_accelerate_config is (launcher == "accelerate") and inv.same_python is True
+    assert inv.files == {"train_config.json": json.dumps(doc, indent=2, sort_keys=False) + "\n"}
+
+
+def test_flag_values_as_trainers_spell_them():
+    assert [flag_value(v) for v in (True, False, None, [96, 96], {"a": 1}, 3, 0.5, "x")] == [
+        "true",
+        "false",
+        "null",
+        "[96,96]",
+        '{"a":1}',
+        "3",
+        "0.5",
+        "x",
+    ]
+
+
+def command_doc(program: str, args: list[str]) -> dict:
+    return compose(
+        "tiny/ddp/cpu",
+        ["trainer.kind=command", f"trainer.command.program={program}", f"trainer.command.args={json.dumps(args)}"],
+    ).data
+
+
+def test_command_launch_values():
+    doc = compose("tiny/ddp/cpu").data
+    from registry import view
+
+    ctx = Context("accelerate", "accelerate.yaml", 1, 2)
+    assert command.launch_values(view.of(doc), ctx) == {
+        "output_dir": "output",
+        "world_size": 2,
+        "accelerate_config": "accelerate.yaml",
+        "deepspeed_config": "deepspeed.json",
+        "recipe_lock": "recipe.lock.yaml",
+    }
+
+
+def test_command_fill_plain_and_shell_text():
+    from registry import view
+
+    recipe = view.of(compose("tiny/ddp/cpu").data)
+    known = {"output_dir": "output", "accelerate_config": Raw('"node${MACHINE_RANK}.yaml"')}
+    mb = recipe.train.micro_batch_size
+    assert command.fill("--bs={train.micro_batch_size}", recipe, known) == f"--bs={mb}"
+    assert command.fill("{output_dir}/x", recipe, known) == "output/x"
+    assert command.fill("plain", recipe, known) == "plain"
+    filled = command.fill("--cfg={accelerate_config} --o={output_dir}", recipe, known)
+    # the recipe's text quoted, the shell text left as it is
+    assert isinstance(filled, Raw) and filled == "--cfg=\"node${MACHINE_RANK}.yaml\"' --o='output"
+    assert command.fill("{accelerate_config}", recipe, known) == '"node${MACHINE_RANK}.yaml"'
+
+
+def test_command_invocation_of_a_program_and_of_a_script(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ctx = Context("accelerate", "accelerate.yaml", 1, 2)
+    inv = command.invocation(command_doc("bin/train", ["--bs={train.micro_batch_size}"]), ctx)
+    program = os.path.join(str(tmp_path), "bin/train")  # the launch runs in the run folder
+    assert inv.argv[:5] == ["accelerate", "launch", "--config_file", "accelerate.yaml", "--no_python"]
+    assert inv.argv[5] == program and inv.argv[6].startswith("--bs=")
+    assert (inv.program, inv.install_hint, inv.python) == (program, f"put {program} on PATH", None)
+
+    script = command.invocation(command_doc("/abs/train.py", []), Context("accelerate", "a.yaml", 1, 2, "/p/py"))
+    assert script.argv == ["/p/py", "-m", "accelerate.commands.launch", "--config_file", "a.yaml", "/abs/train.py"]
+    assert (script.program, script.install_hint, script.python) == ("/p/py", "pip install accelerate", "/p/py")
+    on_path = command.invocation(command_doc("train.py", []), ctx)
+    assert on_path.argv[-1] == "train.py" and on_path.program == "accelerate"  # a bare name stays a name
