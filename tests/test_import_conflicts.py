@@ -276,3 +276,17 @@ def test_a_full_or_absent_save_type_changes_nothing(backend):
     recipe, notes = {"backend": dict(backend)}, Notes()
     importer._sharded_save(recipe, notes)
     assert recipe == {"backend": backend} and notes == []
+
+
+# --- values as the libraries read them -----------------------------------------------------------
+def test_an_nvme_path_of_none_is_no_path():
+    from registry.doc import MISSING
+
+    assert accelerate._nvme(None) is MISSING and accelerate._nvme("none") is MISSING
+    assert accelerate._nvme("/local_nvme") == "/local_nvme" and accelerate._nvme("None") == "None"
+
+
+def test_whole_floats_read_as_deepspeeds_ints():
+    assert deepspeed._whole(5e8) == 500000000 and type(deepspeed._whole(5e8)) is int
+    assert deepspeed._whole(0.5) == 0.5 and deepspeed._whole(7) == 7 and deepspeed._whole("auto") == "auto"
+    assert deepspeed._whole(True) is True  # a bool is no float

@@ -236,3 +236,74 @@ def test_command_invocation_of_a_program_and_of_a_script(tmp_path, monkeypatch):
     assert (script.program, script.install_hint, script.python) == ("/p/py", "pip install accelerate", "/p/py")
     on_path = command.invocation(command_doc("train.py", []), ctx)
     assert on_path.argv[-1] == "train.py" and on_path.program == "accelerate"  # a bare name stays a name
+
+
+# --- a whole lerobot-train command line into a recipe ----------------------------------------------
+def import_flags(args: str) -> tuple[str | None, dict, list[str]]:
+    recipe, notes = {}, []
+    part = lerobot.import_flags(args, recipe, notes)
+    return part, recipe, notes
+
+
+PRESET = "lerobot-train flags: the policy preset chose the optimizer; the recipe takes the policy part's"
+
+
+def test_import_flags_takes_lerobots_defaults_and_says_so():
+    part, recipe, notes = import_flags("--policy.type=act --dataset.repo_id=lerobot/pusht")
+    assert part == "act"  # the bundled policy part the recipe extends
+    assert recipe == {
+        "trainer": {"kind": "lerobot", "lerobot": {"api": "accelerate", "push_to_hub": True}},
+        "policy": {"type": "act"},
+        "dataset": {"repo_id": "lerobot/pusht"},
+    }
+    assert notes == ["lerobot-train flags: no --policy.push_to_hub, so LeRobot's default (true) is imported", PRESET]
+
+
+def test_import_flags_under_the_policy_preset():
+    """The preset ignores --optimizer.* and --scheduler.*: each is named and left out; lerobot-train
+    v0.6.1 has no accumulation flag, so the recipe says what was asked; n_obs_steps is the history."""
+    args = (
+        "--policy.type=act --policy.push_to_hub=false --use_policy_training_preset=TRUE --optimizer.lr=0.1"
+        " --scheduler.type=cosine --gradient_accumulation_steps=4 --policy.n_obs_steps=2"
+    )
+    part, recipe, notes = import_flags(args)
+    assert part == "act"
+    assert recipe == {
+        "trainer": {"kind": "lerobot", "lerobot": {"api": "accelerate", "push_to_hub": False}},
+        "train": {"gradient_accumulation_steps": 4},
+        "policy": {"type": "act", "n_obs_steps": 2},
+        "dataset": {"n_obs_history": 2},
+    }
+    assert notes == [
+        "lerobot-train flags --optimizer.lr=0.1: ignored by LeRobot under its policy preset; not imported",
+        "lerobot-train flags --scheduler.type=cosine: ignored by LeRobot under its policy preset; not imported",
+        PRESET,
+        "lerobot-train flags --gradient_accumulation_steps=4: lerobot-train v0.6.1 has no such flag",
+    ]
+    _, recipe, _ = import_flags("--policy.type=act --policy.push_to_hub=false --gradient_accumulation_steps=x")
+    assert recipe["train"] == {"gradient_accumulation_steps": "x"}  # left for validation to refuse
+
+
+def test_import_flags_without_the_preset_and_under_the_parallelism_api():
+    args = (
+        "--policy.type=diffusion --policy.push_to_hub=false --use_policy_training_preset=false"
+        " --optimizer.lr=0.1 --parallelism.dp_shard=2 --gradient_accumulation_steps=x"
+    )
+    part, recipe, notes = import_flags(args)
+    assert part == "diffusion"
+    assert recipe == {
+        "trainer": {
+            "kind": "lerobot",
+            "lerobot": {"api": "parallelism", "push_to_hub": False, "args": ["--gradient_accumulation_steps=x"]},
+        },
+        "policy": {"type": "diffusion"},
+        "train": {"optimizer": {"lr": 0.1}},
+    }
+    assert PRESET not in notes and len(notes) == 1 and notes[0].startswith("lerobot-train flags parallelism.dp_shard")
+
+
+def test_import_flags_of_a_policy_the_registry_has_no_part_for():
+    part, recipe, notes = import_flags("--policy.type=nope --policy.push_to_hub=false")
+    assert part is None and recipe["policy"] == {"type": "nope"} and notes == [PRESET]
+    part, recipe, _ = import_flags("--policy.push_to_hub=false")
+    assert part is None and recipe["policy"] == {}
