@@ -299,7 +299,11 @@ def test_import_flags_without_the_preset_and_under_the_parallelism_api():
         "policy": {"type": "diffusion"},
         "train": {"optimizer": {"lr": 0.1}},
     }
-    assert PRESET not in notes and len(notes) == 1 and notes[0].startswith("lerobot-train flags parallelism.dp_shard")
+    # a value the import cannot check without the fields the other files set: said, with what it lacks
+    assert notes == [
+        "lerobot-train flags parallelism.dp_shard = 2: not checked, no file read sets backend.kind, hardware;"
+        " resolve derives it from backend.kind and the world size"
+    ]
 
 
 def test_import_flags_of_a_policy_the_registry_has_no_part_for():
@@ -307,3 +311,19 @@ def test_import_flags_of_a_policy_the_registry_has_no_part_for():
     assert part is None and recipe["policy"] == {"type": "nope"} and notes == [PRESET]
     part, recipe, _ = import_flags("--policy.push_to_hub=false")
     assert part is None and recipe["policy"] == {}
+
+
+def test_a_value_in_a_note_is_short():
+    from registry.trainers.mapping import short
+
+    assert [short(v) for v in (True, None, [1, 2], {"a": 1}, 5, "x")] == [
+        "true",
+        "null",
+        "[1, 2]",
+        '{"a": 1}',
+        "5",
+        "'x'",
+    ]
+    assert short("a" * 58) == "'" + "a" * 58 + "'"  # 60 characters: whole
+    assert short("a" * 59) == "'" + "a" * 56 + "..."  # 61: cut to 57 and an ellipsis
+    assert len(short(list(range(100)))) == 60
