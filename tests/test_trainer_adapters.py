@@ -327,3 +327,71 @@ def test_a_value_in_a_note_is_short():
     assert short("a" * 58) == "'" + "a" * 58 + "'"  # 60 characters: whole
     assert short("a" * 59) == "'" + "a" * 56 + "..."  # 61: cut to 57 and an ellipsis
     assert len(short(list(range(100)))) == 60
+
+
+def test_import_flags_places_each_flag_where_lerobot_reads_it():
+    """A field the table maps, a policy option the recipe holds under policy.options (decoded as
+    draccus decodes a flag), and the rest passed through to lerobot-train in the order given."""
+    args = (
+        "--policy.type=act --policy.push_to_hub=false --wandb.enable=true --seed=3 --resume=true --bogus.x=1"
+        " --policy.optimizer_lr=0.5 --policy.temporal_ensemble_coeff=null --policy.n_action_steps=10"
+    )
+    _, recipe, notes = import_flags(args)
+    assert recipe == {
+        "trainer": {
+            "kind": "lerobot",
+            "lerobot": {
+                "api": "accelerate",
+                "wandb": True,
+                "push_to_hub": False,
+                "args": ["--resume=true", "--bogus.x=1"],
+            },
+        },
+        "policy": {
+            "type": "act",
+            "n_action_steps": 10,
+            "options": {"optimizer_lr": 0.5, "temporal_ensemble_coeff": None},
+        },
+        "train": {"seed": 3},
+    }
+    assert notes == [PRESET]
+
+
+# --- an OpenTau TrainPipelineConfig JSON into a recipe ---------------------------------------------
+def opentau_import(tmp_path, cfg: dict | str, recipe: dict) -> tuple[str | None, dict, list[str]]:
+    from registry.trainers import opentau
+    from registry.trainers.mapping import Notes
+
+    path = tmp_path / "train.json"
+    path.write_text(cfg if isinstance(cfg, str) else json.dumps(cfg))
+    notes = Notes()
+    return opentau.import_config(path, recipe, notes), recipe, list(notes)
+
+
+@pytest.mark.parametrize("kind", ["pi07_low_level", "pi07_high_level"])
+def test_opentau_import_makes_pi07_float32_under_fsdp_only(tmp_path, kind):
+    """OpenTau decides pi07's dtype from accelerate's distributed_type, which no file says: under
+    FSDP the import writes float32 and says what it replaced."""
+    cfg = {"policy": {"type": kind}, "steps": 10}
+    part, recipe, notes = opentau_import(tmp_path, cfg, {"backend": {"kind": "fsdp"}, "policy": {"dtype": "bfloat16"}})
+    assert part == {"pi07_low_level": "pi07", "pi07_high_level": None}[kind]  # a bundled part for the low level only
+    assert recipe == {
+        "backend": {"kind": "fsdp"},
+        "policy": {"type": kind, "dtype": "float32"},
+        "trainer": {"kind": "opentau"},
+        "train": {"steps": 10},
+    }
+    assert notes == [f"policy.dtype: OpenTau's {kind} under FSDP = 'float32' replaces 'bfloat16' read before"]
+    for backend in ("deepspeed", "ddp"):
+        _, recipe, _ = opentau_import(tmp_path, cfg, {"backend": {"kind": backend}})
+        assert "dtype" not in recipe["policy"] and recipe["trainer"] == {"kind": "opentau"}
+    _, recipe, _ = opentau_import(tmp_path, {"policy": {"type": "pi05"}}, {"backend": {"kind": "fsdp"}})
+    assert "dtype" not in recipe["policy"]
+
+
+def test_opentau_import_of_a_broken_json_names_the_file_and_what_it_should_be(tmp_path):
+    with pytest.raises(RecipeError) as e:
+        opentau_import(tmp_path, "{bad", {})
+    assert str(e.value).startswith(
+        f"{tmp_path / 'train.json'}:1:2: error[json] not a OpenTau TrainPipelineConfig JSON:"
+    )
