@@ -196,3 +196,69 @@ def test_a_rule_file_is_validated_on_its_own(team_a):
     assert r.returncode == 1
     assert r.stdout.startswith(f"{bad}: error[rule-file] x-invariants/0 (Max): ")
     assert f"{good}: valid" in r.stderr and f"{bad}: invalid" in r.stderr
+
+
+# --- the project's own keywords in a team's rule, checked in-process -----------------------------
+@pytest.mark.parametrize(
+    ("node", "found"),
+    [
+        ({"x-compare": {"left": "a", "op": "==", "right": 1}}, []),
+        ({"x-compare": {"left": "a", "right": 1}}, [("/x-compare", "needs left, op and right")]),
+        ({"x-compare": {"left": "a", "op": "=="}}, [("/x-compare", "needs left, op and right")]),
+        ({"x-compare": {"op": "==", "right": 1}}, [("/x-compare", "needs left, op and right")]),
+        ({"x-compare": ["a", "==", 1]}, [("/x-compare", "needs left, op and right")]),
+        (
+            {"x-compare": {"left": "a", "op": "=>", "right": 1}},
+            [("/x-compare", "op '=>' is not one of ==, !=, <, <=, >, >=")],
+        ),
+        ({"x-where": {"backend.kind": {"const": "fsdp"}, "x": True}}, []),
+        ({"x-where": {"backend.kind": "fsdp"}}, [("/x-where", "maps dotted paths to subschemas")]),
+        ({"x-where": ["backend.kind"]}, [("/x-where", "maps dotted paths to subschemas")]),
+        ({"x-compare": None, "x-where": None}, []),  # absent as far as the keywords go
+        # nested: each one at its own JSON pointer, inside lists and mappings alike
+        (
+            {"allOf": [{"x-where": 1}, {"not": {"x-compare": {}}}]},
+            [
+                ("/allOf/0/x-where", "maps dotted paths to subschemas"),
+                ("/allOf/1/not/x-compare", "needs left, op and right"),
+            ],
+        ),
+        # not descended into: one inside x-where fails when evaluated, and _failing names its rule
+        ({"require": {"x-where": {"a": {"x-compare": {}}}}}, []),
+        # values, not schemas: never read as keywords
+        (
+            {
+                "const": {"x-compare": {}},
+                "enum": [{"x-where": 1}],
+                "default": {"x-where": 1},
+                "examples": [{"x-compare": 1}],
+            },
+            [],
+        ),
+    ],
+)
+def test_keyword_errors(node, found):
+    from registry.validate import team
+
+    assert list(team._keyword_errors(node, "")) == found
+    assert list(team._keyword_errors([node], "/x-invariants")) == [(f"/x-invariants/0{at}", why) for at, why in found]
+
+
+def test_the_failing_rule_is_found_and_named_by_its_file():
+    """A subschema the meta-schema let through that fails while evaluating: the rule is found by
+    evaluating each alone, and named by the file and pointer it came from."""
+    from registry.validate import team
+
+    good = {
+        "id": "t:ok",
+        "severity": "error",
+        "message": "m",
+        "hint": "h",
+        "source": "s",
+        "require": {"type": "object"},
+    }
+    bad = {**good, "id": "t:bad", "require": {"x-compare": {"left": "train.steps", "right": 1}}}  # no "op"
+    teams = [team.TeamRules("t", False, (good, bad), {"t:ok": ("rules/a.json", "/0"), "t:bad": ("rules/b.json", "/3")})]
+    data = {"train": {"steps": 5}}
+    assert team._failing([good, bad], data, teams) == ("rules/b.json", "/3")
+    assert team._failing([good], data, teams) == ("team rules", "")
