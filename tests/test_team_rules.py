@@ -262,3 +262,61 @@ def test_the_failing_rule_is_found_and_named_by_its_file():
     data = {"train": {"steps": 5}}
     assert team._failing([good, bad], data, teams) == ("rules/b.json", "/3")
     assert team._failing([good], data, teams) == ("team rules", "")
+
+
+def test_a_team_rule_is_namespaced_and_its_link_rides_in_the_hint():
+    from registry.validate import team
+
+    rule = {"id": "max-mb", "severity": "error", "message": "m", "hint": "lower it", "source": "https://x/y"}
+    assert team._namespaced("team-a", rule) == {**rule, "id": "team-a:max-mb", "hint": "lower it; see https://x/y"}
+    bare = {k: v for k, v in rule.items() if k != "hint"}
+    assert team._namespaced("team-a", bare) == {**bare, "id": "team-a:max-mb", "hint": "see https://x/y"}
+    assert team._namespaced("team-a", {**rule, "hint": ""})["hint"] == "see https://x/y"
+    assert rule["id"] == "max-mb"  # the rule itself is left as it was
+
+
+def test_a_subschemas_first_error_is_at_its_pointer():
+    from registry.validate import team
+
+    assert list(team._schema_errors({"type": "object"})) == []
+    [(at, why)] = team._schema_errors({"properties": {"a": {"type": "nope"}}})
+    assert at == "properties/a/type" and "'nope' is not valid under any of the given schemas" in why
+    # the meta-schema's error first, then the project's keywords
+    both = list(team._schema_errors({"minimum": "x", "x-where": 1}))
+    assert both[0][0] == "minimum" and both[1] == ("/x-where", "maps dotted paths to subschemas")
+
+
+@pytest.mark.parametrize(
+    ("origin", "file"),
+    [
+        ("team/exp/mine.yaml:3:5", "team/exp/mine.yaml"),
+        ("C:/x/y.yaml:10:2", "C:/x/y.yaml"),
+        ("composed", None),
+        ("command line", None),
+        ("mine.yaml:3", None),  # a line without a column is no location this code writes
+        (None, None),
+        (("mine.yaml", 3), None),
+    ],
+)
+def test_the_file_of_a_location(origin, file):
+    from registry.validate import team
+
+    assert team._file_of(origin) == file
+
+
+def test_the_owner_of_a_recipe_is_the_source_of_its_own_file(tmp_path, monkeypatch):
+    """The sections only a recipe's own file gives (`recipe`, `results`) say whose it is; without
+    them, every composed file's source counts; the innermost source holding a file names it."""
+    from registry.validate import team
+
+    outer, inner = tmp_path / "outer", tmp_path / "outer" / "inner"
+    (inner / "exp").mkdir(parents=True)
+    monkeypatch.setenv("RECIPE_PATH", os.pathsep.join([f"outer={outer}", f"inner={inner}"]))
+    monkeypatch.chdir(tmp_path)
+    team._source_of.cache_clear()
+    mine, base = f"{inner}/exp/mine.yaml", f"{outer}/base.yaml"
+    assert team._owners({("recipe", "name"): f"{mine}:2:3", ("train", "steps"): f"{base}:4:1"}) == {"inner"}
+    assert team._owners({("train", "steps"): f"{base}:4:1", ("policy",): f"{mine}:1:1"}) == {"outer", "inner"}
+    assert team._owners({("train", "steps"): "outer/base.yaml:4:1"}) == {"outer"}  # relative to the working folder
+    assert team._owners({("train", "steps"): "command line", (): "composed"}) == set()
+    assert team._owners({("train", "steps"): f"{tmp_path}/elsewhere.yaml:1:1"}) == set()
