@@ -158,3 +158,34 @@ def test_setting_a_not_applicable_field_is_an_error_naming_it(kind):
                 else:
                     missed.append(f"{join(path)}: no value of its type to try")
     assert not missed, missed
+
+
+def test_the_paths_a_table_writes_from():
+    """Each kind of row gives its recipe paths; a row whose `when` fails for this recipe, a spelling
+    read on import only (emit=False) and an ignored key give none; a section's rows count when the
+    section applies."""
+    from registry.resolve.fields import table_paths
+    from registry.trainers.mapping import Computed, Const, Field, Ignored, Section, Table
+
+    fsdp = lambda doc: doc["backend"]["kind"] == "fsdp"  # noqa: E731
+    table = Table(
+        Field("train.steps", "steps"),
+        Field("train.seed", "seed_alias", emit=False),
+        Field("backend.sharding", "sharding", when=fsdp),
+        Computed("world", lambda doc: 2, ("hardware.nodes", "hardware.processes_per_node"), "the world size"),
+        Const("kind", "x"),
+        Ignored("debug.*", "not a training setting"),
+        Section("fsdp", Table(Field("backend.use_orig_params", "orig")), when=fsdp),
+    )
+    assert table_paths(table, {"backend": {"kind": "fsdp"}}) == {
+        ("train", "steps"),
+        ("backend", "sharding"),
+        ("hardware", "nodes"),
+        ("hardware", "processes_per_node"),
+        ("backend", "use_orig_params"),
+    }
+    assert table_paths(table, {"backend": {"kind": "ddp"}}) == {
+        ("train", "steps"),
+        ("hardware", "nodes"),
+        ("hardware", "processes_per_node"),
+    }

@@ -43,8 +43,39 @@ def test_every_catalog_gpu_has_a_skypilot_name():
 def test_a_gpu_skypilot_does_not_name_is_refused():
     with pytest.raises(RecipeError) as info:
         skypilot.accelerators(compose("ref-1b/ddp/2xRTX-4090", ["launch.launcher=skypilot"]).data)
-    assert "hardware.gpu RTX-4090 has no SkyPilot accelerator name" in str(info.value)
+    known = ", ".join(skypilot.ACCELERATORS)
+    assert str(info.value) == (
+        f"launch.launcher skypilot: hardware.gpu RTX-4090 has no SkyPilot accelerator name (known: {known})"
+    )
     assert skypilot.accelerators(compose("tiny/ddp/2xT4").data) == "T4:2"
+    doc = copy.deepcopy(compose("tiny/ddp/2xT4").data)
+    del doc["hardware"]["gpu"]["name"]  # a GPU written out in full, without a catalog name
+    with pytest.raises(RecipeError) as info:
+        skypilot.accelerators(doc)
+    assert "hardware.gpu (written out, no name) has no SkyPilot accelerator name" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "task"),
+    [
+        ("pi07/zero2/8xA100", "pi07-zero2-8xA100"),
+        ("team-a:exp/mine@2", "team-a-exp-mine-2"),
+        ("/mine/", "mine"),
+        ("--x__y--", "x-y"),
+        ("///", "recipe"),
+        ("", "recipe"),
+    ],
+)
+def test_task_name_is_letters_and_digits_joined_by_dashes(name, task):
+    assert skypilot.task_name(name) == task
+
+
+def test_the_task_keeps_its_order_and_long_lines_whole():
+    text = skypilot.task(compose(MULTI, ["launch.launcher=skypilot"]).data)
+    body = yaml.safe_load(text)
+    assert list(body) == ["name", "resources", "num_nodes", "workdir", "setup", "run"]  # as written, not sorted
+    long = [line for line in body["run"].splitlines() if len(line) > 100]
+    assert long and all(line in text for line in long)  # no line folded at YAML's default width
 
 
 def test_two_node_task():

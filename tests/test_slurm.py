@@ -484,3 +484,18 @@ def test_a_gres_list_gives_its_gpu_count(gres, gpus):
     from registry.validate import engines
 
     assert engines._gres_gpus(gres) == gpus
+
+
+@pytest.mark.parametrize(("cpus", "srun"), [(None, ""), (8, " --cpus-per-task=8")])
+def test_srun_is_given_the_tasks_cpus_again(cpus, srun):
+    """Slurm 22.05 and later no longer pass the job's --cpus-per-task on to srun: the step asks
+    again, or its one task per node gets one CPU."""
+    from registry.compose import compose
+    from registry.resolve import launch
+
+    overrides = ["launch.launcher=slurm"] + ([f"launch.slurm.cpus_per_task={cpus}"] if cpus else [])
+    lines = launch.sbatch(compose("ref-1b/zero2/2x8xH100", overrides).data).splitlines()
+    assert [line for line in lines if line.startswith("srun ")] == [
+        f"srun --nodes=2 --ntasks-per-node=1{srun} --kill-on-bad-exit=1 bash ./launch.sh"
+    ]
+    assert ("#SBATCH --cpus-per-task=8" in lines) is bool(cpus)

@@ -120,10 +120,6 @@ def accelerate_config(doc: dict) -> dict:
     return write(TABLE, doc)
 
 
-def fsdp_section(doc: dict) -> dict:
-    return write(fsdp.TABLE, doc)
-
-
 # accelerate's DeepSpeedPlugin refuses these beside deepspeed_config_file (docs/failure-modes.md §12)
 REFUSED_BESIDE_FILE = (
     "gradient_accumulation_steps",
