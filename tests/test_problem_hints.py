@@ -172,3 +172,29 @@ def test_the_diffusion_horizon_names_the_factor_and_the_nearest_horizons(overrid
     assert (problem.severity, problem.path) == ("error", "policy.chunk_size")
     assert problem.message == f"{DIFFUSION}: {said}"
     assert problem.hint == f"set policy.chunk_size to a multiple of the factor {nearest}"
+
+
+def test_the_diffusion_horizon_defaults_to_lerobots_and_is_found_at_the_policy_type():
+    """Without policy.chunk_size the horizon is LeRobot's default (16) and the problem sits at
+    policy.type, the field that brought it; without options, LeRobot's three stages."""
+    from registry import view
+    from registry.validate import checks
+
+    rule = {"severity": "error", "message": "m", "hint": "h"}
+    five = {"policy": {"type": "diffusion", "chunk_size": None, "options": {"down_dims": [1, 2, 3, 4, 5]}}}
+    [finding] = checks.diffusion_horizon(view.of(five), rule)
+    assert finding.path == ("policy", "type")
+    assert finding.message == "m: horizon 16 with 5 down_dims stages (a factor of 32)"
+    assert finding.hint == "h (32)"
+    assert (
+        checks.diffusion_horizon(view.of({"policy": {"type": "diffusion", "chunk_size": None, "options": None}}), rule)
+        == []
+    )
+    three = {"policy": {"type": "diffusion", "chunk_size": 20, "options": None}}
+    assert (
+        checks.diffusion_horizon(view.of(three), rule)[0].message
+        == "m: horizon 20 with 3 down_dims stages (a factor of 8)"
+    )
+    text = {"policy": {"type": "diffusion", "chunk_size": 40, "options": {"down_dims": "[8,16,32,64]"}}}
+    assert checks.diffusion_horizon(view.of(text), rule)[0].hint == "h (32 or 48)"
+    assert checks.diffusion_horizon(view.of({"policy": {"chunk_size": "16", "options": None}}), rule) == []
