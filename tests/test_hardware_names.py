@@ -392,3 +392,69 @@ def test_patterns_take_generated_names():
     assert "tiny/ddp/2xH200" not in expand("tiny/ddp/*")  # a glob matches part files only
     with pytest.raises(RecipeError, match="no hardware part matches"):
         expand("tiny/ddp/2xFOO")
+
+
+# --- in-process: the generated part and the refusals, word for word ------------------------------
+def test_the_generated_part_as_a_hand_written_file_would_hold_it():
+    from registry.compose import catalog, hardware
+
+    loaded = hardware.part("2x8xB200")
+    said = "hardware name 2x8xB200"
+    table = catalog.entries()
+    assert loaded.file == said
+    assert loaded.data == {
+        "recipe": {"summary": "2 nodes of 8x B200 (generated from the GPU catalog)"},
+        "hardware": {"gpu": "B200", "gpus_per_node": 8, "nodes": 2},
+    }
+    assert loaded.origins == {
+        ("recipe",): said,
+        ("recipe", "summary"): said,
+        ("hardware",): said,
+        ("hardware", "gpu"): table.origins[("B200",)],  # the catalog entry's line
+        ("hardware", "gpus_per_node"): said,
+        ("hardware", "nodes"): said,
+    }
+    one = hardware.part("3xH100")
+    assert one.data["recipe"]["summary"] == "3x H100-SXM, one node (generated from the GPU catalog)"
+    assert one.data["hardware"] == {"gpu": "H100-SXM", "gpus_per_node": 3, "nodes": 1}
+
+
+@pytest.mark.parametrize(
+    ("segment", "said"),
+    [
+        (
+            "02xH100",
+            "hardware '02xH100': GPUs per node '02' must be a whole number from 1, written without leading zeros",
+        ),
+        ("0x2xH100", "hardware '0x2xH100': nodes '0' must be a whole number from 1, written without leading zeros"),
+        (
+            "2x0xH100",
+            "hardware '2x0xH100': GPUs per node '0' must be a whole number from 1, written without leading zeros",
+        ),
+        ("H100x2", "hardware 'H100x2' is neither a part nor a generated name"),
+    ],
+)
+def test_a_name_that_says_nothing_is_refused_with_the_form(segment, said):
+    from registry.compose import hardware
+    from registry.errors import RecipeError
+
+    with pytest.raises(RecipeError) as e:
+        hardware.spec(segment)
+    assert str(e.value) == f"{said} ({hardware.FORM})"
+    # problem() speaks only of names shaped like generated ones
+    shaped = hardware.looks_generated(segment)
+    assert hardware.problem(segment) == (f"{said} ({hardware.FORM})" if shaped else None)
+    assert not hardware.generable(segment) and shaped is (segment != "H100x2")
+
+
+def test_what_is_generable():
+    from registry.compose import hardware
+
+    assert hardware.spec("2x8xB200") == hardware.Spec("2x8xB200", "B200", 8, 2)
+    assert hardware.generable("2xH200") and hardware.problem("2xH200") is None
+    assert not hardware.generable("8xA100")  # a part file of that name wins
+    assert hardware.problem("8xA100") is None
+    assert not hardware.generable("cpu") and hardware.problem("cpu") is None  # not a generated name's shape
+    assert not hardware.generable("2xNOPE") and hardware.problem("2xNOPE").startswith(
+        "hardware '2xNOPE': 'NOPE' is not in"
+    )
