@@ -208,3 +208,65 @@ def test_omegaconf_merge_of_shared_prefixes_is_one_merge_of_all_layers(cell):
     layers = [layer.data for layer in Plan.of(cell).layers if layer.data]
     once = OmegaConf.to_container(OmegaConf.merge(*map(OmegaConf.create, layers)), resolve=False)
     assert omegaconf_merge(layers) == once
+
+
+# --- an `extends` entry that is a file path, in-process ------------------------------------------
+@pytest.fixture
+def folders(tmp_path, monkeypatch):
+    """A directory source `team` with a file and a link out of it; a free-standing folder with a
+    link out of it; the folder both links point into."""
+    for folder in ("team/exp", "free", "outside"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "outside" / "o.yaml").write_text("x: 1\n")
+    (tmp_path / "team" / "exp" / "ok.yaml").write_text("x: 1\n")
+    (tmp_path / "team" / "exp" / "link.yaml").symlink_to("../../outside/o.yaml")
+    (tmp_path / "free" / "link.yaml").symlink_to("../outside/o.yaml")
+    monkeypatch.setenv("RECIPE_PATH", f"team={tmp_path / 'team'}")
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("recipe", "entry", "said"),
+    [
+        (
+            "team/exp/mine.yaml",
+            "/etc/passwd",
+            "error[unsafe-name] extends entry '/etc/passwd' leaves the recipe's folder"
+            " (hint: use a relative path below it, or a recipe name)",
+        ),
+        (
+            "team/exp/mine.yaml",
+            "../x.yaml",
+            "error[unsafe-name] extends entry '../x.yaml' leaves the recipe's folder"
+            " (hint: use a relative path below it, or a recipe name)",
+        ),
+        ("team/exp/mine.yaml", "nope.yaml", "error[unknown-name] extends entry 'nope.yaml': no such file"),
+        (
+            "team/exp/mine.yaml",
+            "link.yaml",
+            "error[unsafe-name] extends entry 'link.yaml' resolves outside source 'team' (a symlink?)"
+            " (hint: extend a file inside it, or a recipe name)",
+        ),
+        (
+            "free/mine.yaml",
+            "link.yaml",
+            "error[unsafe-name] extends entry 'link.yaml' resolves outside the recipe's folder {free} (a symlink?)"
+            " (hint: extend a file inside it, or a recipe name)",
+        ),
+    ],
+)
+def test_a_file_entry_stays_inside_its_source_or_folder(folders, recipe, entry, said):
+    from registry.compose import _relative
+    from registry.errors import RecipeError
+
+    with pytest.raises(RecipeError) as e:
+        _relative(folders / recipe, entry, "mine.yaml:2:3")
+    assert str(e.value) == "mine.yaml:2:3: " + said.format(free=folders / "free")
+
+
+def test_a_file_entry_inside_its_source_is_that_file(folders):
+    from registry.compose import _relative
+
+    assert _relative(folders / "team" / "exp" / "mine.yaml", "ok.yaml", "mine.yaml:2:3") == (
+        folders / "team" / "exp" / "ok.yaml"
+    )
