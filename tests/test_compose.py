@@ -270,3 +270,29 @@ def test_a_file_entry_inside_its_source_is_that_file(folders):
     assert _relative(folders / "team" / "exp" / "mine.yaml", "ok.yaml", "mine.yaml:2:3") == (
         folders / "team" / "exp" / "ok.yaml"
     )
+
+
+def test_what_compose_returns_whole():
+    """The name, the overrides as typed, the fixes applied, the sections in the schema's order,
+    and `composed` as the origin of a recipe section no file wrote."""
+    from registry.compose import compose
+
+    recipe = compose("pi07/fsdp/4xH100", ["train.steps=7"])
+    assert recipe.name == "pi07/fsdp/4xH100" and recipe.overrides == ["train.steps=7"]
+    assert recipe.fixed == ["fsdp-fp32-model"] and recipe.data["policy"]["dtype"] == "float32"
+    assert list(recipe.data) == [
+        "recipe",
+        "trainer",
+        "policy",
+        "dataset",
+        "backend",
+        "hardware",
+        "train",
+        "env",
+        "launch",
+    ]
+    assert recipe.origins[("recipe",)] == recipe.origins[("recipe", "name")] == "composed"
+    assert recipe.origins[("train", "steps")] == "command line"
+    plain = compose("tiny/ddp/cpu")
+    assert plain.fixed == [] and plain.overrides == []
+    assert plain.origins[("recipe", "name")].startswith("recipes/tiny/ddp/cpu.yaml:")  # a file that says its name
