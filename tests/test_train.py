@@ -41,8 +41,8 @@ def train(*args, env=None) -> str:
 def crash_and_resume(backend: str, base: Path, port: int) -> tuple[Path, Path, list[str]]:
     """An uninterrupted run of 24 steps, and one of 12 that crashes after step 6, resumes to its end
     and is then extended to 24 (under DDP; under ZeRO it resumes to 24 at once: extending a finished
-    run takes the same path on every backend, and each launch costs a ZeRO run 10 s); and the
-    12-step overrides."""
+    run takes the same path on every backend, and a ZeRO launch costs about 15 CPU-seconds on the
+    2-core CI host); and the 12-step overrides."""
     overrides = [*STEPS, f"launch.main_process_port={port}"]
     whole, broken = base / "whole", base / "broken"
     said = train(f"tiny/{backend}/cpu", *overrides, "train.steps=24", "--output-dir", str(whole))
