@@ -725,8 +725,10 @@ def test_real_ranks_die_with_their_launcher(tmp_path, sig):
 
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
+        # steps it never reaches; checkpoints kept to 2, or the pre-flight's disk check would ask
+        # for room for 1,000 of them (20 GiB) and refuse the run on a fuller disk
         [sys.executable, "-m", "registry", "run", "tiny/ddp/cpu", "train.steps=100000", "train.log_every=1"]
-        + [f"launch.main_process_port={free_port()}", "--output-dir", str(run_dir)],
+        + ["train.checkpoint.keep=2", f"launch.main_process_port={free_port()}", "--output-dir", str(run_dir)],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
