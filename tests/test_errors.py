@@ -63,12 +63,12 @@ def schema_copy(tmp_path, monkeypatch):
     shutil.copytree(files.SCHEMA_DIR, folder)
     monkeypatch.setattr(files, "SCHEMA_DIR", folder)
     monkeypatch.setattr(schemas, "SCHEMA_DIR", folder)
-    for cached in (files.schema_documents, schemas.documents, schemas.computed_rules, schemas.registry):
+    for cached in (files.schema_documents, schemas.documents, schemas.computed_rules, schemas.referable):
         cached.cache_clear()
     schemas.validator.cache_clear()
     verdicts._installation.cache_clear()  # the schema files are part of every verdict's key
     yield folder
-    for cached in (files.schema_documents, schemas.documents, schemas.computed_rules, schemas.registry):
+    for cached in (files.schema_documents, schemas.documents, schemas.computed_rules, schemas.referable):
         cached.cache_clear()
     schemas.validator.cache_clear()
     verdicts._installation.cache_clear()  # the schema files are part of every verdict's key

@@ -1,4 +1,4 @@
-"""The validation memos (registry/validate/memo.py) are keyed by values: a document validated
+"""The validation memos (registry/validate/memo.py, and the checker's of `properties`) are keyed by values: a document validated
 after another that shares its sections, or after it was changed in place, gets exactly the
 problems a fresh process would report."""
 
@@ -9,21 +9,21 @@ import sys
 from pathlib import Path
 
 from registry.compose import compose
-from registry.validate import RESOLVED, _validate, memo, validate
+from registry.validate import RESOLVED, _validate, checker, memo, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _fresh(data: dict, origins: dict) -> list:
-    saved = (set(memo._ACCEPTED), dict(memo._OUTCOMES))
-    memo._ACCEPTED.clear()
+    saved = (set(checker._ACCEPTED), dict(memo._OUTCOMES))
+    checker._ACCEPTED.clear()
     memo._OUTCOMES.clear()
     try:
         return _validate(data, origins, RESOLVED)  # not from the verdicts kept on disk either
     finally:
-        memo._ACCEPTED.clear()
+        checker._ACCEPTED.clear()
         memo._OUTCOMES.clear()
-        memo._ACCEPTED.update(saved[0])
+        checker._ACCEPTED.update(saved[0])
         memo._OUTCOMES.update(saved[1])
 
 

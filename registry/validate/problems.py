@@ -6,12 +6,11 @@ import difflib
 import math
 import re
 
-from jsonschema.exceptions import ValidationError, best_match
-
 from registry.doc import MISSING, PLACEHOLDER, join, lookup, origin_of, rank
 from registry.errors import Problem, printable
 from registry.load import CONTROL_HINT
 from registry.names import AXES
+from registry.validate.checker import Error, best_match
 
 # Structural keywords -> rule ids in messages.
 _RULES = {
@@ -35,7 +34,7 @@ _RULES = {
 STRUCTURAL = frozenset(_RULES.values()) | {"schema"}  # rule ids of the structural keywords
 
 
-def from_error(error: ValidationError, doc: dict, origins: dict) -> list[Problem]:
+def from_error(error: Error, doc: dict, origins: dict) -> list[Problem]:
     if error.validator == "x-invariants":
         return [_invariant(error, doc, origins)]
     if error.validator in ("oneOf", "anyOf") and error.context:
@@ -87,7 +86,7 @@ def from_error(error: ValidationError, doc: dict, origins: dict) -> list[Problem
     return [Problem("error", rule, join(path), message, origin_of(origins, path), hint)]
 
 
-def _invariant(error: ValidationError, doc: dict, origins: dict) -> Problem:
+def _invariant(error: Error, doc: dict, origins: dict) -> Problem:
     rule = error.validator_value
     path = tuple(error.path)
     related = tuple((p, origins.get(_tuple(p))) for p in rule.get("related") or ())
@@ -174,13 +173,13 @@ def _tuple(dotted: str) -> tuple:
     return tuple(int(s) if s.isdigit() else s for s in dotted.split("."))
 
 
-def _extra_keys(error: ValidationError) -> list[str]:
+def _extra_keys(error: Error) -> list[str]:
     known = error.schema.get("properties", {})
     patterns = [re.compile(p) for p in error.schema.get("patternProperties", {})]
     return [k for k in error.instance if k not in known and not any(p.search(k) for p in patterns)]
 
 
-def _swap_hint(path: tuple, error: ValidationError, doc: dict) -> str | None:
+def _swap_hint(path: tuple, error: Error, doc: dict) -> str | None:
     """`backend: fsdp` in a file: the command line's axis swap (`backend=fsdp`) written as a
     section. A file names its parts in `extends`; the hint shows that form, as a cell where
     the file names all three axes so."""
@@ -195,7 +194,7 @@ def _swap_hint(path: tuple, error: ValidationError, doc: dict) -> str | None:
     return f"a recipe file names its parts in extends: write `extends: [..., {part}]` instead ({said})"
 
 
-def _unknown_key(error: ValidationError, path: tuple, key: str, origins: dict) -> Problem:
+def _unknown_key(error: Error, path: tuple, key: str, origins: dict) -> Problem:
     known = list(error.schema.get("properties", {}))
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     nested = _flattened(error.instance.get(key), known)
@@ -223,12 +222,12 @@ def _flattened(value, known: list[str]) -> list[str]:
     return found[:3]
 
 
-def _default_hint(error: ValidationError, key: str) -> str | None:
+def _default_hint(error: Error, key: str) -> str | None:
     described = error.schema.get("properties", {}).get(key, {}).get("description")
     return described
 
 
-def _short(error: ValidationError) -> str:
+def _short(error: Error) -> str:
     v = error.validator
     if v == "type":
         return f"{_show_instance(error.instance)} is not of type {' or '.join(_as_list(error.validator_value))}"

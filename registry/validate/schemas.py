@@ -53,14 +53,13 @@ def _rules(node, where: str = ""):
 
 
 def _rule_checker(meta: dict):
-    from jsonschema import Draft202012Validator
+    from registry.validate.checker import STANDARD, Checker
 
-    return Draft202012Validator(meta)
+    return Checker(meta, {}, STANDARD)
 
 
 def _check_rule(meta, path, where: str, rule) -> None:
-    from jsonschema.exceptions import best_match
-
+    from registry.validate.checker import best_match
     from registry.validate.checks import CHECKS
 
     error = best_match(meta.iter_errors(rule))
@@ -74,32 +73,24 @@ def _check_rule(meta, path, where: str, rule) -> None:
 
 
 @cache
-def registry():
-    from referencing import Registry
-    from referencing.jsonschema import DRAFT202012
-
-    # Each file is registered without its `$schema`: jsonschema validates a subschema that names a
-    # dialect with that dialect's stock validator, which would drop this project's keywords (the
-    # ECMA-262 `pattern`, finite numbers, printable strings) below every `$ref` to a section file.
-    return Registry().with_resources(
-        (name, DRAFT202012.create_resource({k: v for k, v in doc.items() if k != "$schema"}))
-        for name, doc in documents().items()
-    )
+def referable() -> dict[str, dict]:
+    """Every schema file by name, as a `$ref` reads it: without its `$schema`, so that what a
+    reference names is read with this project's keywords too (the ECMA-262 `pattern`, finite
+    numbers, printable strings)."""
+    return {name: {k: v for k, v in doc.items() if k != "$schema"} for name, doc in documents().items()}
 
 
-@cache
-def validator_class():
-    from jsonschema import Draft202012Validator, validators
+def checker(schema):
+    """A checker of a schema with this project's keywords, its references into schemas/."""
+    from registry.validate.checker import Checker
+    from registry.validate.keywords import KEYWORDS
 
-    from registry.validate.keywords import KEYWORDS, finite_number, whole_number
-
-    checker = Draft202012Validator.TYPE_CHECKER.redefine_many({"number": finite_number, "integer": whole_number})
-    return validators.extend(Draft202012Validator, KEYWORDS, type_checker=checker)
+    return Checker(schema, referable(), KEYWORDS)
 
 
 @cache
 def validator(ref: str = RESOLVED):
-    return validator_class()({"$ref": ref}, registry=registry())
+    return checker({"$ref": ref})
 
 
 def joined() -> dict:

@@ -69,7 +69,7 @@ def check_file(path: Path) -> None:
 
 
 def errors(data: dict, origins: dict, structure_holds: bool) -> list:
-    """The team rules' errors (jsonschema ValidationErrors, as the bundled rules give) on a
+    """The team rules' errors (registry/validate/checker.py's, as the bundled rules give) on a
     composed recipe."""
     teams = active()
     if not teams:
@@ -111,9 +111,9 @@ def _validator(chosen: tuple[TeamRules, ...]):
 
 
 def _checker(rules: list):
-    from registry.validate.schemas import registry, validator_class
+    from registry.validate.schemas import checker
 
-    return validator_class()({"x-invariants": rules}, registry=registry())
+    return checker({"x-invariants": rules})
 
 
 def _stamp(path: Path) -> tuple[int, int, int, int]:
@@ -219,7 +219,25 @@ def _schema_errors(schema):
     error = best_match(Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(schema))
     if error is not None:
         yield "/".join(map(str, error.absolute_path)), error.message
+    yield from _unsupported(schema, "")
     yield from _keyword_errors(schema, "")
+
+
+def _unsupported(node, at: str):
+    """Standard keywords the checker does not implement (registry/validate/checker.py): refused
+    here, never checked otherwise than JSON Schema says."""
+    from registry.validate.checker import UNSUPPORTED
+
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from _unsupported(item, f"{at}/{i}")
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if key in UNSUPPORTED:
+            yield f"{at}/{key}", f"{key} is not supported in rule files (supported: the keywords of docs/rules.md)"
+        elif key not in ("const", "enum", "default", "examples"):
+            yield from _unsupported(value, f"{at}/{key}")
 
 
 def _keyword_errors(node, at: str):

@@ -26,10 +26,10 @@ def document() -> dict:
         doc = json.loads(FILE.read_text(encoding="utf-8"))
         if verdicts.rules_checked("preflight"):
             return doc
-        from jsonschema import Draft202012Validator
-        from jsonschema.exceptions import best_match
+        from registry.validate.checker import best_match
+        from registry.validate.schemas import _rule_checker
 
-        meta = Draft202012Validator(json.loads((SCHEMA_DIR / "invariant.schema.json").read_text(encoding="utf-8")))
+        meta = _rule_checker(json.loads((SCHEMA_DIR / "invariant.schema.json").read_text(encoding="utf-8")))
     except (OSError, ValueError) as e:
         raise RecipeError(f"{FILE}: cannot load the pre-flight rules: {e}") from None
     for i, rule in enumerate(doc.get("rules") or ()):
