@@ -69,8 +69,8 @@ def main() -> None:
             if empty == "all":
                 shutil.rmtree(cache, ignore_errors=True)
             elif empty == "verdicts":  # keeps recipe/verdicts/rules/: the installation's check
-                for entry in (cache / "recipe" / "verdicts").glob("??"):
-                    shutil.rmtree(entry)
+                for entry in (cache / "recipe" / "verdicts").glob("verdicts-*.sqlite3*"):
+                    entry.unlink()
             t, r = timed(argv, {**os.environ, "XDG_CACHE_HOME": str(cache), "RECIPE_VERDICT_CACHE": "1"})
             times[name].append(t)
             codes[name].add(r.returncode)

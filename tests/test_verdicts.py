@@ -4,6 +4,7 @@ prints, and never reads a verdict whose inputs changed."""
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -82,22 +83,59 @@ def test_the_key_covers_schemas_package_and_origins():
     assert again != key and again == verdicts.key(recipe.data, recipe.origins, RESOLVED, ())
 
 
-def test_a_torn_or_foreign_file_is_a_miss(tmp_path, monkeypatch):
+def test_a_foreign_record_or_a_damaged_database_is_a_miss(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     recipe = compose("tiny/ddp/cpu", ["train.micro_batch_size=0"])
     truth = _validate(recipe.data, recipe.origins, RESOLVED)
     assert truth, "the recipe has problems to keep"
     key = verdicts.key(recipe.data, recipe.origins, RESOLVED, ())
-    path = verdicts._path(key)
-    for content in (b'{"format": 1, "key": "', b"\xff\xfe", json.dumps({"format": 1, "key": "other"}).encode()):
+    verdicts.put(key, truth)
+    database = verdicts.database()
+    assert database.is_file()
+    for record in ('{"format": 1, "key": "', b"\xff\xfe", json.dumps({"format": 1, "key": "other"}), "[]", "null"):
         verdicts._SEEN.clear()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content)
-        assert verdicts.get(key) is None
+        verdicts._execute("UPDATE verdicts SET record = ? WHERE key = ?", (record, key))
+        assert verdicts.get(key) is None, record
         assert validate(recipe.data, recipe.origins) == truth
-        assert json.loads(path.read_bytes())["key"] == key  # written anew, whole
-    verdicts._SEEN.clear()
-    assert verdicts.get(key) == truth
+        assert json.loads(verdicts._execute("SELECT record FROM verdicts WHERE key = ?", (key,))[0])["key"] == key
+    for damage in (b"not a database at all" * 100, b""):
+        verdicts.close()
+        for suffix in ("-wal", "-shm"):
+            Path(f"{database}{suffix}").unlink(missing_ok=True)
+        database.write_bytes(damage)
+        verdicts._SEEN.clear()
+        assert verdicts.get(key) is None
+        assert validate(recipe.data, recipe.origins) == truth  # the damaged file replaced, the verdict kept anew
+        verdicts._SEEN.clear()
+        assert verdicts.get(key) == truth
+    verdicts.close()
+
+
+def test_processes_writing_at_once_lose_nothing(tmp_path):
+    """Forked workers (recipe validate over 200 files or more) write into one database at once."""
+    code = (
+        "import os, sys\n"
+        "from registry.validate import verdicts\n"
+        "for i in range(200):\n"
+        "    verdicts.remember(f'{sys.argv[1]}-{i}', {'problems': []})\n"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    writers = [
+        subprocess.Popen([sys.executable, "-c", code, f"w{n}"], cwd=ROOT, env=env, stderr=subprocess.PIPE)
+        for n in range(4)
+    ]
+    assert all(w.wait(timeout=60) == 0 for w in writers), [w.stderr.read() for w in writers]
+    os.environ["XDG_CACHE_HOME"], saved = str(tmp_path), os.environ.get("XDG_CACHE_HOME")
+    try:
+        verdicts.close()
+        kept = verdicts._execute("SELECT COUNT(*) FROM verdicts", ())[0]
+    finally:
+        verdicts.close()
+        if saved is None:
+            del os.environ["XDG_CACHE_HOME"]
+        else:
+            os.environ["XDG_CACHE_HOME"] = saved
+    assert kept == 800
 
 
 def test_a_cache_that_cannot_be_written_never_fails_a_validate(tmp_path, monkeypatch):
@@ -114,7 +152,8 @@ def test_switched_off_it_writes_nothing(tmp_path):
     _validate_cli(cache, "tiny/ddp/cpu", enabled=False)
     assert not (cache / "recipe" / "verdicts").exists()
     _validate_cli(cache, "tiny/ddp/cpu")
-    assert len(list((cache / "recipe" / "verdicts").glob("*/*.json"))) == 2  # the composition's fixes, the verdict
+    with sqlite3.connect(cache / "recipe" / "verdicts" / verdicts.DATABASE) as db:
+        assert db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0] == 2  # the composition's fixes, the verdict
 
 
 def test_a_kept_fix_composes_as_a_fresh_one(tmp_path):

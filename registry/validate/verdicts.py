@@ -8,8 +8,13 @@ A verdict is the list of Problems of `validate(data, origins, ref)`. Its key has
   own modules, by path, size, modification and change times and inode: an edit or an
   upgrade is a new key;
 - each other source's rule files, by the same stamps.
-Nothing else reaches a verdict: the checks read no environment, host or clock. A file that is torn,
-foreign or unreadable is a miss; writes are atomic (a reader sees a whole file or none). Set
+Nothing else reaches a verdict: the checks read no environment, host or clock.
+
+The verdicts live in one SQLite database (the standard library's sqlite3; write-ahead log, so
+processes read while one writes, each write atomic): a file per verdict cost more to create than
+the verdict took to check (2,000 files for 1,000 recipes, 0.8 s of a 1.8 s validate on 2 cores).
+A record that is foreign or unreadable, or a database that is not one, is a miss; a database
+that cannot be opened or written is a cache that misses, never a failed validate. Set
 RECIPE_VERDICT_CACHE=0 to validate from scratch every time.
 """
 
@@ -36,7 +41,12 @@ def enabled() -> bool:
 
 
 def folder() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return _folder(os.environ.get("XDG_CACHE_HOME"), os.environ.get("HOME"))
+
+
+@cache
+def _folder(cache_home: str | None, home: str | None) -> Path:
+    base = cache_home or str(Path.home() / ".cache")
     return Path(base) / "recipe" / "verdicts"
 
 
@@ -78,10 +88,13 @@ def put(k: str, problems: list[Problem]) -> None:
 
 
 def recall(k: str) -> dict | None:
-    """What `remember` kept under a key, or None: missing, torn, foreign or unreadable."""
+    """What `remember` kept under a key, or None: missing, foreign or unreadable."""
+    row = _execute("SELECT record FROM verdicts WHERE key = ?", (k,))
+    if row is None:
+        return None
     try:
-        record = json.loads(_path(k).read_bytes())
-    except (OSError, ValueError):
+        record = json.loads(row[0])
+    except (TypeError, ValueError):
         return None
     if not isinstance(record, dict) or record.get("format") != FORMAT or record.get("key") != k:
         return None
@@ -89,11 +102,72 @@ def recall(k: str) -> dict | None:
 
 
 def remember(k: str, content: dict) -> None:
-    path = _path(k)
-    if not put_file(path, json.dumps({"format": FORMAT, "key": k, **content}, separators=(",", ":"))):
-        return  # a cache that cannot be written is a cache that misses; never a failed validate
-    if k.startswith("00"):  # about one write in 256 looks for stale entries
-        _prune(path.parent.parent)
+    text = json.dumps({"format": FORMAT, "key": k, **content}, separators=(",", ":"))
+    now = int(time.time())
+    _execute("INSERT OR REPLACE INTO verdicts (key, written, record) VALUES (?, ?, ?)", (k, now, text))
+    if k.startswith("00"):  # about one write in 256 removes stale entries
+        _execute("DELETE FROM verdicts WHERE written < ?", (now - KEEP_DAYS * 86400,))
+
+
+DATABASE = f"verdicts-{FORMAT}.sqlite3"
+_OPEN: dict = {}  # (process id, database path) -> connection: a forked worker opens its own
+
+
+def database() -> Path:
+    return folder() / DATABASE
+
+
+def _execute(sql: str, parameters: tuple):
+    """One statement, committed; its first row. None where the database cannot be used: a
+    busy, full, unwritable or damaged one is a miss, and a damaged one is replaced once."""
+    import sqlite3
+
+    path = database()
+    for attempt in (0, 1):
+        try:
+            connection = _connection(path)
+            return connection.execute(sql, parameters).fetchone()
+        except sqlite3.DatabaseError as e:
+            _OPEN.pop((os.getpid(), path), None)
+            if attempt or not _damaged(e):
+                return None
+            try:
+                path.unlink()  # a file that is no database: this cache is ours to rebuild
+            except OSError:
+                return None
+        except (OSError, ValueError, sqlite3.Error):  # ValueError: text no database can hold
+            return None
+    return None
+
+
+def close() -> None:
+    """Close this process's connections (a test that replaces the database under them)."""
+    while _OPEN:
+        _OPEN.popitem()[1].close()
+
+
+def _damaged(error) -> bool:
+    return "not a database" in str(error) or "malformed" in str(error)
+
+
+def _connection(path: Path):
+    import sqlite3
+
+    key = (os.getpid(), path)
+    connection = _OPEN.get(key)
+    if connection is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # autocommit: every statement is its own transaction; the busy timeout waits for a writer
+        connection = sqlite3.connect(path, timeout=5, isolation_level=None, check_same_thread=False)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute(
+            "PRAGMA synchronous=NORMAL"
+        )  # under WAL: no sync per commit; a power cut may lose the latest
+        connection.execute(
+            "CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, written INTEGER NOT NULL, record TEXT NOT NULL)"
+        )
+        _OPEN[key] = connection
+    return connection
 
 
 def rules_checked(which: str = "schemas") -> bool:
@@ -124,10 +198,6 @@ def put_file(path: Path, text: str) -> bool:
     return True
 
 
-def _path(k: str) -> Path:
-    return folder() / k[:2] / f"{k}.json"
-
-
 def _record(p: Problem) -> dict:
     return {
         "severity": p.severity,
@@ -146,13 +216,3 @@ def _problem(d: dict) -> Problem:
     if not all(v is None or isinstance(v, str) for v in fields.values()):
         raise TypeError("not a verdict")
     return Problem(**fields, related=tuple((str(a), None if b is None else str(b)) for a, b in d["related"]))
-
-
-def _prune(root: Path) -> None:
-    cutoff = time.time() - KEEP_DAYS * 86400
-    for path in root.glob("??/*.json"):
-        try:
-            if path.stat().st_mtime < cutoff:
-                path.unlink()
-        except OSError:
-            continue
