@@ -84,12 +84,19 @@ class Loaded:
     origins: dict[Path_, str]
 
 
-def display_path(path: Path) -> str:
-    """A path relative to the working directory when it lies below it, else absolute."""
+def display_path(path: Path, resolved: bool = False) -> str:
+    """A path relative to the working directory when it lies below it, else absolute.
+    `resolved`: the path has its symlinks followed already."""
+    path = Path(path) if resolved else Path(path).resolve()
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+        return str(path.relative_to(_resolved_cwd(os.getcwd())))
     except ValueError:
-        return str(path.resolve())
+        return str(path)
+
+
+@lru_cache(maxsize=64)
+def _resolved_cwd(cwd: str) -> Path:
+    return Path(cwd).resolve()
 
 
 def load_cached(path: Path) -> Loaded:
@@ -106,11 +113,12 @@ def load_resolved(path: Path) -> Loaded:
 
 @lru_cache(maxsize=1024)
 def _load_cached(path: Path, stamp: tuple[int, int], cwd: str) -> Loaded:
-    return load_file(path)
+    return load_file(path, resolved=True)
 
 
-def load_file(path: Path) -> Loaded:
-    shown = display_path(path)
+def load_file(path: Path, resolved: bool = False) -> Loaded:
+    """`resolved`: the path has its symlinks followed already."""
+    shown = display_path(path, resolved)
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_BYTES + 1)

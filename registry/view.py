@@ -62,6 +62,11 @@ class Section(Mapping):
         return plain(self._data)
 
 
+def raw(value):
+    """The mapping or value a view reads, not copied: for reading only."""
+    return value._data if isinstance(value, Section) else value
+
+
 def of(doc: Mapping) -> Section:
     """The view of a composed document that the schema has accepted."""
     return doc if isinstance(doc, Section) else Section(doc)

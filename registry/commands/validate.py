@@ -164,7 +164,7 @@ def _targets(targets: list[str], overrides: list[str], hook: bool = False):
     `hook`: a file that is no recipe file of a source tree is skipped."""
     from registry.sharing import sources
 
-    layouts: dict[Path, Path | None] = {}  # folder -> the source laid out at its root above it
+    layouts: dict = {}  # folder -> its tree's root, name and layout (files of one folder share them)
     trees = {t: _tree_of(t, layouts) for t in targets}
     _search_first([tree for tree in trees.values() if tree is not None])
     jobs = [(target, trees[target], overrides, hook) for target in targets]
@@ -261,24 +261,37 @@ def _rule_file(target: str):
 
 def _tree_of(target: str, layouts: dict | None = None) -> _Tree | None:
     from registry.names import looks_like_file
-    from registry.sharing import sources
 
     if not looks_like_file(target) or not Path(target).is_file():
         return None
     path = Path(target).resolve()
+    layouts = {} if layouts is None else layouts
+    key = ("tree", path.parent)
+    if key not in layouts:
+        layouts[key] = _tree_root(path, layouts)
+    found = layouts[key]
+    if found is None:
+        return None
+    root, name, at_root = found
+    return _Tree(root, name, path.relative_to(root).with_suffix("").as_posix(), at_root)
+
+
+def _tree_root(path: Path, layouts: dict) -> tuple[Path, str | None, bool] | None:
+    """The root of the source tree a resolved file lies in, the source's name (None: not a
+    source yet) and whether it is laid out at its root; the same for every file of a folder."""
+    from registry.sharing import sources
+
     try:
-        root = sources.root_of(path)
+        root = sources.root_of(path, resolved=True)
     except RecipeError:  # broken sources: the target's own validation says so
         return None
     if root is not None:
-        return _Tree(root.path, root.name, path.relative_to(root.path).with_suffix("").as_posix())
+        return root.path, root.name, False
     folder = next((p for p in path.parents if p.name == "recipes"), None)
     if folder is not None:
-        return _Tree(folder, None, path.relative_to(folder).with_suffix("").as_posix())
-    folder = _root_layout(path, {} if layouts is None else layouts)
-    if folder is None:
-        return None
-    return _Tree(folder, None, path.relative_to(folder).with_suffix("").as_posix(), at_root=True)
+        return folder, None, False
+    folder = _root_layout(path, layouts)
+    return None if folder is None else (folder, None, True)
 
 
 def _root_layout(path: Path, seen: dict) -> Path | None:

@@ -61,7 +61,8 @@ def _section_order(key: str):
 
 
 def _own_name(path: Path) -> str | None:
-    meta = load_resolved(path.resolve()).data.get("recipe")
+    """The name a resolved recipe file gives itself (recipe.name), if any."""
+    meta = load_resolved(path).data.get("recipe")
     return meta.get("name") if isinstance(meta, dict) else None
 
 
@@ -84,8 +85,9 @@ class Plan:
             path = Path(target)
             if not path.is_file():
                 raise RecipeError(f"{target}: no such file")
-            plan.add(path, own=True)
-            plan.name = str(_own_name(path) or path.stem)
+            resolved = path.resolve()
+            plan.add(resolved, own=True, resolved=True)
+            plan.name = str(_own_name(resolved) or path.stem)
         else:
             plan.name = plan.add_name(names.parse(target), where=None, own=True)
         return plan._finish()

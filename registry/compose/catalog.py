@@ -10,7 +10,7 @@ import difflib
 import re
 
 from registry.errors import RecipeError
-from registry.load import Loaded, load_cached
+from registry.load import Loaded, load_resolved
 from registry.names import Name
 from registry.sharing import sources
 
@@ -24,7 +24,7 @@ def entries() -> Loaded:
     path = sources.find(Name(CATALOG))
     if path is None:
         raise RecipeError("no GPU catalog (catalog/gpus.yaml) in any source")
-    return load_cached(path)
+    return load_resolved(path)  # sources.find resolved it
 
 
 def _index(table: Loaded) -> dict[str, str]:

@@ -132,6 +132,7 @@ def versions(source: sources.Source, name: str) -> list[Version]:
     entries = index(source).get(name, [])
     if not entries:
         _none_unlisted(source, name)
+        return []
     root = source.root.resolve()
     found = []
     for i, entry in enumerate(entries):

@@ -7,10 +7,11 @@ has already accepted, so they never meet a string where a number belongs.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 from registry import estimate as memory
 from registry import view
@@ -88,6 +89,12 @@ def _defaults() -> Section:
 
 def default(path: tuple):
     """What a field holds when no part sets it: base.yaml's value, else the schema's default, else None."""
+    found = _default(tuple(path))
+    return copy.deepcopy(found) if isinstance(found, (dict, list)) else found
+
+
+@lru_cache(maxsize=4096)
+def _default(path: tuple):
     node = _defaults()
     for key in path:
         if isinstance(node, Section) and isinstance(key, str):
@@ -118,8 +125,9 @@ def not_applicable(recipe: Section, rule: dict) -> list[Finding]:
     they would be dropped without a word (docs/failure-modes.md §31). `rule.fields` maps each
     dotted path to the reason."""
     findings = []
+    data = view.raw(recipe)  # plain values: a rule lists dozens of fields, read for every recipe
     for dotted, why in rule["fields"].items():
-        for path, value in changed(lookup(recipe, dotted), split(dotted)):
+        for path, value in changed(lookup(data, dotted), split(dotted)):
             shown = value if isinstance(value, str) else json.dumps(value)
             dflt = default(path)
             hint = rule["hint"] + ("" if dflt is None else f"; its default is {dflt!r}")

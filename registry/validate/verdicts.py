@@ -110,7 +110,7 @@ def remember(k: str, content: dict) -> None:
 
 
 DATABASE = f"verdicts-{FORMAT}.sqlite3"
-_OPEN: dict = {}  # (process id, database path) -> connection: a forked worker opens its own
+_OPEN: dict = {}  # (process id, cache folder, home) -> connection: a forked worker opens its own
 
 
 def database() -> Path:
@@ -122,17 +122,17 @@ def _execute(sql: str, parameters: tuple):
     busy, full, unwritable or damaged one is a miss, and a damaged one is replaced once."""
     import sqlite3
 
-    path = database()
+    where = (os.getpid(), os.environ.get("XDG_CACHE_HOME"), os.environ.get("HOME"))
     for attempt in (0, 1):
         try:
-            connection = _connection(path)
+            connection = _OPEN.get(where) or _connection(where)
             return connection.execute(sql, parameters).fetchone()
         except sqlite3.DatabaseError as e:
-            _OPEN.pop((os.getpid(), path), None)
+            _OPEN.pop(where, None)
             if attempt or not _damaged(e):
                 return None
             try:
-                path.unlink()  # a file that is no database: this cache is ours to rebuild
+                database().unlink()  # a file that is no database: this cache is ours to rebuild
             except OSError:
                 return None
         except (OSError, ValueError, sqlite3.Error):  # ValueError: text no database can hold
@@ -150,12 +150,12 @@ def _damaged(error) -> bool:
     return "not a database" in str(error) or "malformed" in str(error)
 
 
-def _connection(path: Path):
+def _connection(where: tuple):
     import sqlite3
 
-    key = (os.getpid(), path)
-    connection = _OPEN.get(key)
+    connection = _OPEN.get(where)
     if connection is None:
+        path = database()
         path.parent.mkdir(parents=True, exist_ok=True)
         # autocommit: every statement is its own transaction; the busy timeout waits for a writer
         connection = sqlite3.connect(path, timeout=5, isolation_level=None, check_same_thread=False)
@@ -166,7 +166,7 @@ def _connection(path: Path):
         connection.execute(
             "CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, written INTEGER NOT NULL, record TEXT NOT NULL)"
         )
-        _OPEN[key] = connection
+        _OPEN[where] = connection
     return connection
 
 
