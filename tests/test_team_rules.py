@@ -107,6 +107,11 @@ def test_resolve_refuses_a_team_recipe_its_rules_reject(tmp_path, team_a):
         (lambda rule: rule.__setitem__("mesage", rule.pop("message")), "'mesage' was unexpected"),
         (lambda rule: rule["require"]["x-compare"].__setitem__("op", "=<"), "require/x-compare: op '=<' is not one"),
         (lambda rule: rule.__setitem__("when", {"type": 3}), "when/type: 3 is not valid"),
+        # a keyword the checker does not implement is refused, never checked otherwise than JSON Schema says
+        (
+            lambda rule: rule.__setitem__("when", {"properties": {"train": {"unevaluatedProperties": False}}}),
+            "when/properties/train/unevaluatedProperties: unevaluatedProperties is not supported in rule files",
+        ),
     ],
 )
 def test_a_malformed_rule_file_is_one_line(team_a, change, says):
@@ -273,6 +278,23 @@ def test_a_team_rule_is_namespaced_and_its_link_rides_in_the_hint():
     assert team._namespaced("team-a", bare) == {**bare, "id": "team-a:max-mb", "hint": "see https://x/y"}
     assert team._namespaced("team-a", {**rule, "hint": ""})["hint"] == "see https://x/y"
     assert rule["id"] == "max-mb"  # the rule itself is left as it was
+
+
+def test_unsupported_keywords_are_found_in_schemas_not_in_values():
+    from registry.validate import team
+    from registry.validate.checker import STANDARD, UNSUPPORTED
+
+    assert not UNSUPPORTED & set(STANDARD)
+    node = {
+        "allOf": [{"$dynamicRef": "#x"}, {"type": "object"}],
+        "const": {"$id": "a value"},
+        "enum": [{"unevaluatedItems": 1}],
+        "default": {"$anchor": "v"},
+        "examples": [{"$id": "e"}],
+        "not": {"$id": "n"},
+    }
+    assert [at for at, _ in team._unsupported(node, "")] == ["/allOf/0/$dynamicRef", "/not/$id"]
+    assert list(team._unsupported({"x-where": {"train.steps": {"minimum": 1}}}, "")) == []
 
 
 def test_a_subschemas_first_error_is_at_its_pointer():

@@ -11,7 +11,7 @@ from registry.validate import verdicts
 from registry.validate.schemas import CATALOG, RESOLVED, ROOT, computed_rules, validator
 from registry.view import Section
 
-# The schema checks (keywords, problems) import jsonschema: they load on the first verdict that
+# The schema checks (checker, keywords, problems) load on the first verdict that
 # is not on disk already (registry/validate/verdicts.py).
 
 

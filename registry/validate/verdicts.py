@@ -1,6 +1,6 @@
 """Verdicts kept on disk, keyed by everything a verdict depends on, so that validating what was
 validated before (a pre-commit hook, `recipe list` at each start, CI over a whole source) costs a
-hash and a file read, not the schemas: not even the import of jsonschema (docs/design.md, "Speed").
+hash and a database read, not the schemas: not even the import of the schema checker (docs/design.md, "Speed").
 
 A verdict is the list of Problems of `validate(data, origins, ref)`. Its key hashes:
 - the document and its origins, as composed (every value, every file:line:col a problem can name);
