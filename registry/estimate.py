@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 
 from registry import view
+from registry.errors import Exit, RecipeError
 from registry.topology import world_size
 from registry.view import Section
 
@@ -109,6 +110,12 @@ def estimate(recipe: Section, frame_pixels: float | None = None) -> Estimate | N
     gpu, mem = recipe.hardware.gpu, recipe.policy.memory
     if gpu is None or mem.params is None:
         return None
+    missing = unset_input(recipe)
+    if missing:
+        raise RecipeError(
+            f"cannot estimate the memory: {missing} is not set (hint: extend a whole cell, policy/backend/hardware, or set it)",
+            Exit.INVALID,
+        )
     kept, forward, step, accumulated = _layout(recipe)
     accumulation = recipe.train.gradient_accumulation_steps
     if _float(accumulation) > 1:
@@ -119,6 +126,33 @@ def estimate(recipe: Section, frame_pixels: float | None = None) -> Estimate | N
     forward = {**forward, "activations": per_sample * _float(micro) * GIB}
     phases = {name: _rows(kept, extra, overhead) for name, extra in ((FORWARD, forward), (STEP, step))}
     return Estimate(_float(gpu.memory_gib), phases, micro, accumulation, per_sample, overhead)
+
+
+# The counts and sizes every estimate multiplies (the policy's sizes are checked as they are read).
+# A file that extends parts rather than a cell may compose without one: the schema lets a section
+# be partial, the arithmetic cannot.
+INPUTS = (
+    "hardware.gpu.memory_gib",
+    "hardware.gpus_per_node",
+    "train.micro_batch_size",
+    "train.gradient_accumulation_steps",
+    "dataset.num_cams",
+    "policy.n_obs_steps",
+    "backend.memory.allocator_overhead",
+    "backend.memory.activation_factor",
+)
+
+
+def unset_input(recipe: Section) -> str | None:
+    """The first of INPUTS that a recipe leaves unset, or None."""
+    recipe = view.of(recipe)
+    for dotted in INPUTS:
+        node = recipe
+        for key in dotted.split("."):
+            node = getattr(node, key, None) if isinstance(node, Section) else None
+        if node is None:
+            return dotted
+    return None
 
 
 def _float(value) -> float:

@@ -244,3 +244,41 @@ def test_an_estimate_that_does_not_come_out_finite_names_the_inputs():
         "the memory estimate does not come out finite (a size or count too large for float arithmetic:"
         " policy.memory.params 1e+308, "
     )
+
+
+@pytest.mark.parametrize(
+    "text, unset",
+    [
+        # a file that extends parts, not a cell: its hardware section names no GPU entry
+        ("extends: [policy/tiny, backend/ddp]\nhardware:\n  gpus_per_node: 1\n", "hardware.gpu.memory_gib"),
+    ],
+)
+def test_a_recipe_without_an_input_of_the_estimate_is_one_line_not_a_traceback(tmp_path, text, unset):
+    from conftest import run_cli
+
+    path = tmp_path / "partial.yaml"
+    path.write_text(text)
+    r = run_cli("validate", str(path))
+    assert "Traceback" not in r.stderr and r.returncode == 1
+    assert f"warning[memory-fit] {unset}: not checked: {unset} is not set" in r.stdout
+    r = run_cli("estimate", str(path))
+    assert "Traceback" not in r.stderr and r.returncode == 1
+    assert r.stderr.strip() == (
+        f"recipe: error: cannot estimate the memory: {unset} is not set "
+        "(hint: extend a whole cell, policy/backend/hardware, or set it)"
+    )
+
+
+def test_every_input_of_the_estimate_is_named_when_unset():
+    recipe = compose("pi07/zero2/8xA100")
+    assert memory.unset_input(recipe.data) is None
+    for dotted in memory.INPUTS:
+        data = json.loads(json.dumps(recipe.data))
+        *parents, leaf = dotted.split(".")
+        node = data
+        for key in parents:
+            node = node[key]
+        node[leaf] = None
+        assert memory.unset_input(data) == dotted
+        with pytest.raises(memory.RecipeError, match=f"cannot estimate the memory: {dotted} is not set"):
+            memory.estimate(data)

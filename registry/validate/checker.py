@@ -276,7 +276,7 @@ def enum(checker, values, instance, schema):
         yield Error(f"{instance!r} is not one of {values!r}")
 
 
-_ACCEPTED: set[tuple] = set()  # (id(subschema), repr(value)) a subschema under `properties` accepted
+_ACCEPTED: set[tuple] = set()  # (id(subschema), id(keywords), repr(value)) a subschema under `properties` accepted
 LIMIT = 100_000  # entries the memo holds at most: a long-lived process (recipe tune) starts afresh
 
 
@@ -290,8 +290,9 @@ def properties(checker, props, instance, schema):
         if not isinstance(value, (dict, list)):
             yield from checker.descend(value, subschema, path=name, schema_path=name)
             continue
-        # a subschema is always read in the scope of the file that holds it: its verdict is the value's alone
-        key = (_keep(subschema), repr(value))
+        # a subschema is always read in the scope of the file that holds it: its verdict is the
+        # value's alone, for one set of keywords
+        key = (_keep(subschema), _keep(checker._shared.keywords), repr(value))
         if key in _ACCEPTED:
             continue
         errors = list(checker.descend(value, subschema, path=name, schema_path=name))

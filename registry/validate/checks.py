@@ -37,6 +37,12 @@ class Finding:
 
 
 def memory_fit(recipe: Section, rule: dict) -> list[Finding]:
+    missing = memory.unset_input(recipe) if recipe.hardware.gpu is not None else None
+    if missing and recipe.policy.memory.params is not None:
+        text = f"not checked: {missing} is not set"
+        return [
+            Finding("warning", tuple(split(missing)), text, "extend a whole cell, policy/backend/hardware, or set it")
+        ]
     est = memory.estimate(recipe)
     if est is None and recipe.hardware.gpu is not None:
         # an imported policy the registry has no part for: say the check did not run
