@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 
 from registry import view
+from registry.doc import MISSING, lookup
 from registry.errors import Exit, RecipeError
 from registry.topology import world_size
 from registry.view import Section
@@ -146,7 +147,10 @@ INPUTS = (
 def unset_input(recipe: Section) -> str | None:
     """The first of INPUTS that a recipe leaves unset, or None."""
     recipe = view.of(recipe)
+    data = view.raw(recipe)
     for dotted in INPUTS:
+        if lookup(data, dotted) not in (None, MISSING):
+            continue  # set in the document; else a schema default may give it
         node = recipe
         for key in dotted.split("."):
             node = getattr(node, key, None) if isinstance(node, Section) else None

@@ -156,13 +156,15 @@ KEYWORDS = {**checker.STANDARD, **PROJECT}
 def computed(validator, rules: list[dict], doc: dict):
     """The computed rules' errors on a document whose types the schema has accepted."""
     recipe = view.of(doc)
+    seen: dict = {}  # the values the rules' `when` read, each looked up once (the document stays as it is)
     for rule in rules:
-        if applies(validator, rule, doc):
+        if applies(validator, rule, doc, seen):
             for finding in checks.run(rule, recipe):
                 yield _error({**rule, **finding.rule_fields()}, finding.path, doc)
 
 
-def applies(validator, rule: dict, instance) -> bool:
+def applies(validator, rule: dict, instance, seen: dict | None = None) -> bool:
+    """Whether a rule's `when` holds. `seen`: values of this instance already read (memo.outcome)."""
     if "when" not in rule:
         return True
     return memo.outcome(
@@ -170,7 +172,8 @@ def applies(validator, rule: dict, instance) -> bool:
         (rule["when"],),
         instance,
         lambda: validator.evolve(schema=rule["when"]).is_valid(instance),
-        scope=validator,
+        seen,
+        validator,
     )
 
 

@@ -111,9 +111,8 @@ def outcome(kind, schemas: tuple, instance, decide, seen: dict | None = None, sc
     `seen`: the values already read of this instance, path -> repr, for one caller's rules;
     `scope`: the checker the schemas are read with (reads)."""
     plan_key = (kind, *map(id, schemas))
-    if plan_key in _PLANS:
-        plan = _PLANS[plan_key]
-    else:
+    plan = _PLANS.get(plan_key, _UNPLANNED)
+    if plan is _UNPLANNED:
         found = [reads(schema, scope) for schema in schemas]
         plan = None if None in found else tuple(split(p) for p in sorted(set().union(*found)))
         _PLANS[plan_key] = plan
@@ -121,21 +120,24 @@ def outcome(kind, schemas: tuple, instance, decide, seen: dict | None = None, sc
         return decide()
     if seen is None:
         seen = {}
-    values = []
+    values = [plan_key]
     for path in plan:
-        if path not in seen:
+        shown = seen.get(path)
+        if shown is None:
             value = lookup(instance, path)
-            seen[path] = _MISSING if value is MISSING else repr(value)
-        values.append(seen[path])
-    key = (plan_key, *values)
-    if key not in _OUTCOMES:
+            shown = seen[path] = _MISSING if value is MISSING else repr(value)
+        values.append(shown)
+    key = tuple(values)
+    found = _OUTCOMES.get(key, _UNPLANNED)
+    if found is _UNPLANNED:
         if len(_OUTCOMES) >= LIMIT:
             _OUTCOMES.clear()
-        _OUTCOMES[key] = decide()
-    return _OUTCOMES[key]
+        found = _OUTCOMES[key] = decide()
+    return found
 
 
 _MISSING = "<missing>"  # no repr of a value reads so
+_UNPLANNED = object()
 
 
 _KEPT: dict[int, object] = {}
