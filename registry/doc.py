@@ -62,6 +62,9 @@ class Recipe:
     overrides: list[str] = field(default_factory=list)
     tuned: bool = False
     fixed: list[str] = field(default_factory=list)  # rules whose fix composition applied
+    # the composition's key in the verdict cache (registry/validate/verdicts.py): what validate
+    # keys the verdict of this document by, as composed and not changed since (None: no cache)
+    key: str | None = None
 
 
 # A layer's standing when one problem involves values set in several layers: the highest is

@@ -48,9 +48,9 @@ def compose(target: str, overrides: list[str] | None = None) -> Recipe:
     # its fix (registry/validate/fixes.py), so the import runs against the pipeline's direction.
     from registry.validate import fixes
 
-    fixed = fixes.apply(data, origins)
+    fixed, key = fixes.apply(data, origins)
     data = {k: data[k] for k in sorted(data, key=_section_order)}
-    return Recipe(plan.name, data, origins, plan.inputs, plan.overrides.text, plan.tuned, fixed)
+    return Recipe(plan.name, data, origins, plan.inputs, plan.overrides.text, plan.tuned, fixed, key)
 
 
 SECTION_ORDER = ("recipe", "trainer", "policy", "dataset", "backend", "hardware", "train", "env", "launch", "results")

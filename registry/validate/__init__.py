@@ -15,7 +15,7 @@ from registry.view import Section
 # is not on disk already (registry/validate/verdicts.py).
 
 
-def validate(data: dict, origins: dict, ref: str = RESOLVED) -> list[Problem]:
+def validate(data: dict, origins: dict, ref: str = RESOLVED, composed: str | None = None) -> list[Problem]:
     """Every problem of a document against a schema (default: a complete, composed recipe).
 
     Computed checks (memory-fit, ...) run only when the structure holds: they read values as
@@ -24,7 +24,8 @@ def validate(data: dict, origins: dict, ref: str = RESOLVED) -> list[Problem]:
     if not verdicts.enabled():
         return _validate(data, origins, ref)
     teams = _team_stamps() if ref == RESOLVED else ()
-    key = verdicts.key(data, origins, ref, teams)
+    # `composed`: the Recipe.key of a document as compose returned it, which decides the document
+    key = verdicts.derived(composed, ref, teams) if composed else verdicts.key(data, origins, ref, teams)
     problems = verdicts.get(key)
     if problems is None:
         problems = _validate(data, origins, ref)

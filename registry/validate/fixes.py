@@ -33,27 +33,34 @@ def fix_rules() -> tuple[tuple[str, dict], ...]:
     )
 
 
-def apply(data: dict, origins: dict) -> list[str]:
-    """Apply every fix a composed document qualifies for, in place (values and origins); the ids
-    of the rules whose fixes were applied. What the fixes did to a document is kept beside the
-    verdicts (registry/validate/verdicts.py, the same key: the document, its origins, the schemas
-    and the package), so a composition met before needs no schema checker."""
+def apply(data: dict, origins: dict) -> tuple[list[str], str | None]:
+    """Apply every fix a composed document qualifies for, in place (values and origins): the ids
+    of the rules whose fixes were applied, and the composition's key in the verdict cache (None:
+    the cache is off). What the fixes did to a document is kept beside the verdicts
+    (registry/validate/verdicts.py, keyed by the document, its origins, the schemas and the
+    package), so a composition met before needs no schema checker; the fixed document follows
+    from that key, so its verdict is kept under one derived from it."""
     from registry.validate import verdicts
 
     if not verdicts.enabled():
-        return _apply(data, origins)
+        return _apply(data, origins), None
     key = verdicts.key(data, origins, "fixes", ())
     kept = verdicts.recall(key)
     if kept is not None and isinstance(kept.get("changes"), list):
         for path, value, origin in kept["changes"]:
             _set(data, tuple(path), value)
             origins[tuple(path)] = origin
-        return list(kept["applied"])
-    before = {path: origins.get(path) for path in origins}
+        return list(kept["applied"]), key
     applied = _apply(data, origins)
-    changes = [[list(p), lookup(data, p), o] for p, o in origins.items() if before.get(p) != o]
-    verdicts.remember(key, {"applied": applied, "changes": changes})
-    return applied
+    verdicts.remember(key, {"applied": applied, "changes": _changes(applied, data, origins)})
+    return applied, key
+
+
+def _changes(applied: list[str], data: dict, origins: dict) -> list[list]:
+    """[path, value, origin] of every value the applied fixes set (a fix sets only its own paths)."""
+    fixing = {rule["id"]: rule["fix"] for _, rule in fix_rules()}
+    paths = dict.fromkeys(tuple(split(dotted)) for rule_id in applied for dotted in fixing[rule_id])
+    return [[list(path), lookup(data, path), origins.get(path)] for path in paths]
 
 
 def _apply(data: dict, origins: dict) -> list[str]:

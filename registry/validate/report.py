@@ -53,7 +53,7 @@ def validate_target(target: str, overrides: list[str] | None = None) -> Report:
         recipe = compose(target, overrides)
     except RecipeError as e:
         return Report(target, failure=e)
-    return Report(target, validate(recipe.data, recipe.origins))
+    return Report(target, validate(recipe.data, recipe.origins, composed=recipe.key))
 
 
 def validate_all() -> Iterator[Report]:

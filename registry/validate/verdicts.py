@@ -58,6 +58,14 @@ def key(data: dict, origins: dict, ref: str, teams: tuple) -> str:
     return digest.hexdigest()
 
 
+def derived(composed: str, ref: str, teams: tuple) -> str:
+    """The key of the verdict of a composition as composed: its key (fixes.apply's, over the
+    document and origins before the fixes, which decide those after) with what else the
+    verdict depends on."""
+    text = f"{FORMAT}\0derived\0{composed}\0{ref}\0{teams!r}"
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).hexdigest()
+
+
 @cache
 def _installation() -> str:
     """Path, size and mtime of every file a verdict's code and data come from."""
