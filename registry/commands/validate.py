@@ -174,8 +174,12 @@ def _targets(targets: list[str], overrides: list[str], hook: bool = False):
             for job in jobs:
                 yield from _each(job)
             return
+        import gc
         import multiprocessing
 
+        # The workers' collector leaves what they inherit alone: scanning it would copy every
+        # page of it into each worker (copy-on-write).
+        gc.freeze()
         # forked after the imports and the sources are read; reports come back in order
         # Ctrl-C is the parent's to handle (one line, exit 130): workers ignore it and are terminated
         with multiprocessing.get_context("fork").Pool(workers, initializer=_ignore_interrupts) as pool:

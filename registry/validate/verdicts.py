@@ -68,7 +68,8 @@ def derived(composed: str, ref: str, teams: tuple) -> str:
 
 @cache
 def _installation() -> str:
-    """Path, size and mtime of every file a verdict's code and data come from."""
+    """A digest of the path, size, times and inode of every file a verdict's code and data come
+    from (a digest: every key hashes it)."""
     stamps = []
     for root, suffix in ((_PACKAGE, ".py"), (files.SCHEMA_DIR, ".json")):
         for path in sorted(root.rglob(f"*{suffix}")):
@@ -76,7 +77,7 @@ def _installation() -> str:
             stamps.append(f"{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}")
     st = (files.RECIPES_DIR / "base.yaml").stat()
     stamps.append(f"base.yaml:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}")
-    return "\n".join(stamps)
+    return hashlib.blake2b("\n".join(stamps).encode("utf-8", "surrogatepass"), digest_size=20).hexdigest()
 
 
 def get(k: str) -> list[Problem] | None:
