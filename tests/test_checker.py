@@ -830,7 +830,9 @@ def _reference_problems(monkeypatch, data, origins, ref, called: list):
 
     with monkeypatch.context() as patch:
         patch.setattr(registry.validate, "validator", hosted)
-        patch.setattr(memo, "outcome", lambda kind, schemas, instance, decide, seen=None, scope=None: decide())
+        patch.setattr(
+            memo, "outcome", lambda kind, schemas, instance, decide, seen=None, scope=None, plan_key=None: decide()
+        )
         return _validate(copy.deepcopy(data), origins, ref)
 
 

@@ -66,7 +66,7 @@ def x_compare(validator, spec, instance, schema):
 
 def x_invariants(validator, rules, instance, schema):
     seen: dict = {}  # the values of this instance the rules read, each looked up once
-    for rule, kind, schemas in _declared(rules, validator.__class__):
+    for rule, kind, schemas, plan_key in _declared(rules, validator.__class__):
         path = memo.outcome(
             kind,
             schemas,
@@ -74,6 +74,7 @@ def x_invariants(validator, rules, instance, schema):
             lambda rule=rule: _violated(validator, rule, instance),
             seen,
             validator,
+            plan_key,
         )
         if path is not None:
             yield _error(rule, path, instance)
@@ -87,15 +88,14 @@ def _declared(rules: list, cls) -> list:
     known to hold), each with what memo.outcome needs, worked out once per rule list."""
     key = (memo.keep(rules), memo.keep(cls))
     if key not in _DECLARED:
-        _DECLARED[key] = [
-            (
-                rule,
-                ("violated", memo.keep(rule), id(cls)),
-                (*([rule["when"]] if "when" in rule else []), rule["require"]),
-            )
-            for rule in rules
-            if "compute" not in rule
-        ]
+        declared = []
+        for rule in rules:
+            if "compute" in rule:
+                continue
+            kind = ("violated", memo.keep(rule), id(cls))
+            schemas = (*([rule["when"]] if "when" in rule else []), rule["require"])
+            declared.append((rule, kind, schemas, (kind, *map(id, schemas))))
+        _DECLARED[key] = declared
     return _DECLARED[key]
 
 
@@ -167,13 +167,15 @@ def applies(validator, rule: dict, instance, seen: dict | None = None) -> bool:
     """Whether a rule's `when` holds. `seen`: values of this instance already read (memo.outcome)."""
     if "when" not in rule:
         return True
+    when = rule["when"]
     return memo.outcome(
-        ("applies", memo.keep(validator.__class__)),
-        (rule["when"],),
+        None,
+        (when,),
         instance,
-        lambda: validator.evolve(schema=rule["when"]).is_valid(instance),
+        lambda: validator.evolve(schema=when).is_valid(instance),
         seen,
         validator,
+        ("applies", memo.keep(validator.__class__), id(when)),
     )
 
 

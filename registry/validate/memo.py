@@ -105,12 +105,14 @@ def _operand_paths(spec) -> list[str]:
 _PLANS: dict[tuple, tuple | None] = {}  # (kind, ids of schemas) -> the paths they read, split
 
 
-def outcome(kind, schemas: tuple, instance, decide, seen: dict | None = None, scope=None):
+def outcome(kind, schemas: tuple, instance, decide, seen: dict | None = None, scope=None, plan_key=None):
     """`decide()`, memoised on the values that `schemas` read of `instance` (kind: what is
     decided, and by what; the schemas are kept alive by their caller, the rule documents).
     `seen`: the values already read of this instance, path -> repr, for one caller's rules;
-    `scope`: the checker the schemas are read with (reads)."""
-    plan_key = (kind, *map(id, schemas))
+    `scope`: the checker the schemas are read with (reads); `plan_key`: (kind, *ids of schemas),
+    where the caller keeps it."""
+    if plan_key is None:
+        plan_key = (kind, *map(id, schemas))
     plan = _PLANS.get(plan_key, _UNPLANNED)
     if plan is _UNPLANNED:
         found = [reads(schema, scope) for schema in schemas]
@@ -121,8 +123,9 @@ def outcome(kind, schemas: tuple, instance, decide, seen: dict | None = None, sc
     if seen is None:
         seen = {}
     values = [plan_key]
+    known = seen.get
     for path in plan:
-        shown = seen.get(path)
+        shown = known(path)
         if shown is None:
             value = lookup(instance, path)
             shown = seen[path] = _MISSING if value is MISSING else repr(value)
