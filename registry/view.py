@@ -32,8 +32,9 @@ class Section(Mapping):
     def __getattr__(self, name: str):
         if name.startswith("__"):
             raise AttributeError(name)
-        if name in self._data:
-            return _wrap(self._data[name], (*self._path, name))
+        data = self._data
+        if name in data:
+            return _wrap(data[name], (*self._path, name))
         declared = _declared(_schema_path(self._path))
         if declared is None or name not in declared:
             raise AttributeError(f"{join((*self._path, name))} is not a recipe field")
@@ -82,7 +83,12 @@ def plain(value):
     return value
 
 
+_SCALARS = (str, int, float, bool, type(None))  # what most fields hold: no Mapping check (an ABC's is slow)
+
+
 def _wrap(value, path: tuple):
+    if isinstance(value, _SCALARS):
+        return value
     if isinstance(value, Mapping):
         return Section(value, path)
     if isinstance(value, list):

@@ -266,10 +266,17 @@ def _rule_file(target: str):
 def _tree_of(target: str, layouts: dict | None = None) -> _Tree | None:
     from registry.names import looks_like_file
 
-    if not looks_like_file(target) or not Path(target).is_file():
+    given = Path(target)
+    if not looks_like_file(target) or not given.is_file():
         return None
-    path = Path(target).resolve()
     layouts = {} if layouts is None else layouts
+    if given.is_symlink():
+        path = given.resolve()
+    else:  # resolving the folder once serves all its files (a hook passes hundreds)
+        folder = layouts.get(("folder", given.parent))
+        if folder is None:
+            folder = layouts[("folder", given.parent)] = given.parent.resolve()
+        path = folder / given.name
     key = ("tree", path.parent)
     if key not in layouts:
         layouts[key] = _tree_root(path, layouts)
