@@ -90,9 +90,14 @@ def _apply(data: dict, origins: dict) -> list[str]:
 
 
 def _holds(check, rule: dict, data: dict) -> bool:
+    from registry.validate import memo
     from registry.validate.keywords import applies
 
-    return not applies(check, rule, data) or check.evolve(schema=rule["require"]).is_valid(data)
+    if not applies(check, rule, data):
+        return True
+    require = rule["require"]  # memoised on the values it reads, as a rule's outcome is
+    key = ("holds", memo.keep(check.__class__), id(require))
+    return memo.outcome(None, (require,), data, lambda: check.evolve(schema=require).is_valid(data), None, check, key)
 
 
 def _try(check, schema: str, rule: dict, data: dict, origins: dict) -> bool:
