@@ -525,7 +525,7 @@ def alive(pid: int) -> bool:
     """A process that has not ended (a zombie has ended: it waits only for its parent to look)."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone before the open, or between open and read
         return False
 
 
