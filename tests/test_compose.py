@@ -296,3 +296,24 @@ def test_what_compose_returns_whole():
     plain = compose("tiny/ddp/cpu")
     assert plain.fixed == [] and plain.overrides == []
     assert plain.origins[("recipe", "name")].startswith("recipes/tiny/ddp/cpu.yaml:")  # a file that says its name
+
+
+def test_a_name_is_looked_up_once_while_the_sources_are_pinned(monkeypatch):
+    """recipe validate over many files pins the sources: each name's published version is looked
+    up once for the whole command, and again in the next one."""
+    from registry.names import parse
+    from registry.sharing import sources, versions
+
+    calls = []
+    real = versions._lookup
+    monkeypatch.setattr(versions, "_lookup", lambda name: calls.append(name) or real(name))
+    name = parse("pi07/zero2/8xA100")
+    for _ in range(2):
+        assert versions.lookup(name) is None
+    assert len(calls) == 2  # not pinned: every lookup reads the sources
+    for expected in (3, 4):
+        with sources.pinned():
+            for _ in range(3):
+                assert versions.lookup(name) is None
+                compose("pi07/zero2/8xA100")
+        assert len(calls) == expected  # once per pinned command

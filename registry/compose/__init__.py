@@ -232,6 +232,22 @@ def _standing(path: Path | None, known: tuple) -> int:
 
 
 def _strip(doc: Loaded, own: bool, drop: tuple = ()) -> Loaded:
+    """A layer without what composition does not merge from it; a part's is worked out once per
+    loaded file (merge copies what it takes, so the layer is only read)."""
+    if own or drop:
+        return _stripped(doc, own, drop)
+    kept = _STRIPPED.get(id(doc))
+    if kept is None or kept[0] is not doc:
+        if len(_STRIPPED) >= 4096:
+            _STRIPPED.clear()
+        kept = _STRIPPED[id(doc)] = (doc, _stripped(doc, own, drop))
+    return kept[1]
+
+
+_STRIPPED: dict[int, tuple[Loaded, Loaded]] = {}  # id(a loaded part) -> (it, kept alive; its layer)
+
+
+def _stripped(doc: Loaded, own: bool, drop: tuple) -> Loaded:
     drop = drop + (("extends",) if own else ("extends",) + OWN_SECTIONS)
     data = {k: v for k, v in doc.data.items() if k not in drop}
     origins = {p: o for p, o in doc.origins.items() if p[0] not in drop}

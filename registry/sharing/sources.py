@@ -128,11 +128,17 @@ def _places(env: tuple) -> tuple[Path, str]:
 _pinned: list[list[Source]] = []
 
 
+def pinned_state() -> object | None:
+    """The sources pinned now (an object that names this state of them), or None: what a
+    lookup may be remembered for, while it lasts."""
+    return _pinned[-1] if _pinned else None
+
+
 @contextmanager
 def pinned() -> Iterator[None]:
     """Sources read once for a command that resolves many names (`recipe list`): working out
     the current sources costs a config lookup and a stat per call."""
-    _pinned.append(all_sources())
+    _pinned.append(list(all_sources()))  # a list of its own: what is remembered while pinned ends with it
     try:
         yield
     finally:
