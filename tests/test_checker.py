@@ -830,9 +830,7 @@ def _reference_problems(monkeypatch, data, origins, ref, called: list):
 
     with monkeypatch.context() as patch:
         patch.setattr(registry.validate, "validator", hosted)
-        patch.setattr(
-            memo, "outcome", lambda kind, schemas, instance, decide, seen=None, scope=None, plan_key=None: decide()
-        )
+        patch.setattr(memo, "planned", lambda plan_key, schemas, scope=None: None)  # nothing is memoised
         return _validate(copy.deepcopy(data), origins, ref)
 
 

@@ -66,16 +66,16 @@ def x_compare(validator, spec, instance, schema):
 
 def x_invariants(validator, rules, instance, schema):
     seen: dict = {}  # the values of this instance the rules read, each looked up once
-    for rule, kind, schemas, plan_key in _declared(rules, validator.__class__):
-        path = memo.outcome(
-            kind,
-            schemas,
-            instance,
-            lambda rule=rule: _violated(validator, rule, instance),
-            seen,
-            validator,
-            plan_key,
-        )
+    for rule, schemas, plan_key in _declared(rules, validator.__class__):
+        # memo.outcome, written out: this loop runs for every rule of every recipe
+        plan = memo.planned(plan_key, schemas, validator)
+        if plan is None:
+            path = _violated(validator, rule, instance)
+        else:
+            key = memo.key_of(plan_key, plan, instance, seen)
+            path = memo.remembered(key)
+            if path is memo.UNKNOWN:
+                path = memo.remember(key, _violated(validator, rule, instance))
         if path is not None:
             yield _error(rule, path, instance)
 
@@ -94,7 +94,7 @@ def _declared(rules: list, cls) -> list:
                 continue
             kind = ("violated", memo.keep(rule), id(cls))
             schemas = (*([rule["when"]] if "when" in rule else []), rule["require"])
-            declared.append((rule, kind, schemas, (kind, *map(id, schemas))))
+            declared.append((rule, schemas, (kind, *map(id, schemas))))
         _DECLARED[key] = declared
     return _DECLARED[key]
 
@@ -168,15 +168,15 @@ def applies(validator, rule: dict, instance, seen: dict | None = None) -> bool:
     if "when" not in rule:
         return True
     when = rule["when"]
-    return memo.outcome(
-        None,
-        (when,),
-        instance,
-        lambda: validator.evolve(schema=when).is_valid(instance),
-        seen,
-        validator,
-        ("applies", memo.keep(validator.__class__), id(when)),
-    )
+    plan_key = ("applies", memo.keep(validator.__class__), id(when))
+    plan = memo.planned(plan_key, (when,), validator)  # memo.outcome, written out as in x_invariants
+    if plan is None:
+        return validator.evolve(schema=when).is_valid(instance)
+    key = memo.key_of(plan_key, plan, instance, {} if seen is None else seen)
+    found = memo.remembered(key)
+    if found is memo.UNKNOWN:
+        found = memo.remember(key, validator.evolve(schema=when).is_valid(instance))
+    return found
 
 
 def _error(rule: dict, path: tuple, instance) -> Error:

@@ -113,15 +113,30 @@ def outcome(kind, schemas: tuple, instance, decide, seen: dict | None = None, sc
     where the caller keeps it."""
     if plan_key is None:
         plan_key = (kind, *map(id, schemas))
+    plan = planned(plan_key, schemas, scope)
+    if plan is None:
+        return decide()
+    key = key_of(plan_key, plan, instance, {} if seen is None else seen)
+    found = _OUTCOMES.get(key, _UNPLANNED)
+    if found is _UNPLANNED:
+        found = remember(key, decide())
+    return found
+
+
+def planned(plan_key: tuple, schemas: tuple, scope=None) -> tuple | None:
+    """The paths that `schemas` read, split and in order, worked out once per plan_key; None:
+    they may read anything (never memoised)."""
     plan = _PLANS.get(plan_key, _UNPLANNED)
     if plan is _UNPLANNED:
         found = [reads(schema, scope) for schema in schemas]
         plan = None if None in found else tuple(split(p) for p in sorted(set().union(*found)))
         _PLANS[plan_key] = plan
-    if plan is None:
-        return decide()
-    if seen is None:
-        seen = {}
+    return plan
+
+
+def key_of(plan_key: tuple, plan: tuple, instance, seen: dict) -> tuple:
+    """What an outcome is memoised under: its plan_key and the repr of each value its plan reads
+    (`seen`: those already read of this instance)."""
     values = [plan_key]
     known = seen.get
     for path in plan:
@@ -130,17 +145,23 @@ def outcome(kind, schemas: tuple, instance, decide, seen: dict | None = None, sc
             value = lookup(instance, path)
             shown = seen[path] = _MISSING if value is MISSING else repr(value)
         values.append(shown)
-    key = tuple(values)
-    found = _OUTCOMES.get(key, _UNPLANNED)
-    if found is _UNPLANNED:
-        if len(_OUTCOMES) >= LIMIT:
-            _OUTCOMES.clear()
-        found = _OUTCOMES[key] = decide()
+    return tuple(values)
+
+
+def remembered(key: tuple):
+    """The outcome kept under a key, or UNKNOWN."""
+    return _OUTCOMES.get(key, UNKNOWN)
+
+
+def remember(key: tuple, found):
+    if len(_OUTCOMES) >= LIMIT:
+        _OUTCOMES.clear()
+    _OUTCOMES[key] = found
     return found
 
 
 _MISSING = "<missing>"  # no repr of a value reads so
-_UNPLANNED = object()
+_UNPLANNED = UNKNOWN = object()
 
 
 _KEPT: dict[int, object] = {}
