@@ -169,7 +169,7 @@ class Plan:
             raise RecipeError.at(_short(path), "extends-cycle", f"cyclic extends: {chain}")
         if path in self.inputs:
             return
-        doc = load_resolved(path)
+        doc = _load(path)
         extends = doc.data.get("extends", [])
         if not isinstance(extends, list) or not all(isinstance(e, str) for e in extends):
             where = doc.origins.get(("extends",), doc.file)
@@ -197,6 +197,24 @@ class Plan:
         self.inputs.append(path)
         self.layers.append(_strip(doc, own))
         self.kinds.append((path, own))
+
+
+def _load(path: Path) -> Loaded:
+    """A resolved file, loaded; while the sources are pinned (one command over many recipes),
+    each file is read and stat'ed once for the command."""
+    state = sources.pinned_state()
+    if state is None:
+        return load_resolved(path)
+    if _PINNED_LOADS.get("state") is not state:
+        _PINNED_LOADS.clear()
+        _PINNED_LOADS["state"] = state
+    doc = _PINNED_LOADS.get(path)
+    if doc is None:
+        doc = _PINNED_LOADS[path] = load_resolved(path)
+    return doc
+
+
+_PINNED_LOADS: dict = {}  # the pinned sources ("state"), and each file loaded under them
 
 
 def _ranks(layers: tuple[tuple[str, Path | None, bool], ...]) -> dict[str, tuple[int, int]]:
