@@ -170,3 +170,19 @@ def test_a_kept_fix_composes_as_a_fresh_one(tmp_path):
     assert shown[0].stdout == shown[1].stdout == shown[2].stdout
     assert "dtype: float32  # schemas/policy.schema.json: fix of rule fsdp-fp32-model" in shown[2].stdout
     assert shown[2].stderr.strip() == "CHECKER False False"
+
+
+def test_forked_workers_write_every_verdict_they_hold(tmp_path):
+    """Over 200 files, forked workers write their verdicts in batches, the last as they exit:
+    every one is kept (a fix record and a verdict per file), and a second call prints the same."""
+    paths = []
+    for i in range(210):
+        path = tmp_path / f"r{i:03d}.yaml"
+        path.write_text(f"extends: [tiny/ddp/cpu]\ntrain:\n  steps: {100 + i}\n")
+        paths.append(str(path))
+    cache = tmp_path / "cache"
+    first = _validate_cli(cache, "-q", *paths)
+    with sqlite3.connect(cache / "recipe" / "verdicts" / verdicts.DATABASE) as db:
+        assert db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0] == 2 * len(paths)
+    second = _validate_cli(cache, "-q", *paths)
+    assert first[:2] == second[:2]

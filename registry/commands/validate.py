@@ -182,15 +182,23 @@ def _targets(targets: list[str], overrides: list[str], hook: bool = False):
         gc.freeze()
         # forked after the imports and the sources are read; reports come back in order
         # Ctrl-C is the parent's to handle (one line, exit 130): workers ignore it and are terminated
-        with multiprocessing.get_context("fork").Pool(workers, initializer=_ignore_interrupts) as pool:
+        pool = multiprocessing.get_context("fork").Pool(workers, initializer=_start_worker)
+        try:
             for reports in pool.imap(_each, jobs, chunksize=max(1, len(jobs) // (workers * 8))):
                 yield from reports
+            pool.close()  # the workers exit on their own, writing the verdicts they hold
+            pool.join()
+        finally:
+            pool.terminate()
 
 
-def _ignore_interrupts() -> None:
+def _start_worker() -> None:
     import signal
 
+    from registry.validate import verdicts
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    verdicts.batched()  # a transaction per BATCH verdicts, the rest written as the worker exits
 
 
 # Below this many targets a validate call runs in one process: forking costs more than it saves.

@@ -98,7 +98,8 @@ def put(k: str, problems: list[Problem]) -> None:
 
 def recall(k: str) -> dict | None:
     """What `remember` kept under a key, or None: missing, foreign or unreadable."""
-    row = _execute("SELECT record FROM verdicts WHERE key = ?", (k,))
+    pending = _PENDING.get(k)
+    row = (pending[1],) if pending else _execute("SELECT record FROM verdicts WHERE key = ?", (k,))
     if row is None:
         return None
     try:
@@ -112,10 +113,37 @@ def recall(k: str) -> dict | None:
 
 def remember(k: str, content: dict) -> None:
     text = json.dumps({"format": FORMAT, "key": k, **content}, separators=(",", ":"))
-    now = int(time.time())
-    _execute("INSERT OR REPLACE INTO verdicts (key, written, record) VALUES (?, ?, ?)", (k, now, text))
-    if k.startswith("00"):  # about one write in 256 removes stale entries
-        _execute("DELETE FROM verdicts WHERE written < ?", (now - KEEP_DAYS * 86400,))
+    _PENDING[k] = (int(time.time()), text)
+    if not _BATCHED or len(_PENDING) >= BATCH:
+        flush()
+
+
+def batched() -> None:
+    """From now on this process writes its verdicts BATCH to a transaction, the last of them as
+    it exits (a forked `recipe validate` worker: multiprocessing runs its finalizers when the
+    pool is closed): one commit per verdict cost as much as a verdict's whole check."""
+    global _BATCHED
+    from multiprocessing import util
+
+    _BATCHED = True
+    util.Finalize(None, flush, exitpriority=10)
+
+
+def flush() -> None:
+    """Write what waits to be written, in one transaction."""
+    if not _PENDING:
+        return
+    rows = [(k, written, text) for k, (written, text) in _PENDING.items()]
+    _PENDING.clear()
+    statements = [("INSERT OR REPLACE INTO verdicts (key, written, record) VALUES (?, ?, ?)", rows)]
+    if any(k.startswith("00") for k, _, _ in rows):  # about one write in 256 removes stale entries
+        statements.append(("DELETE FROM verdicts WHERE written < ?", [(rows[0][1] - KEEP_DAYS * 86400,)]))
+    _execute(None, statements)
+
+
+BATCH = 64
+_BATCHED = False
+_PENDING: dict[str, tuple[int, str]] = {}  # key -> (when, record) not written yet
 
 
 DATABASE = f"verdicts-{FORMAT}.sqlite3"
@@ -126,8 +154,9 @@ def database() -> Path:
     return folder() / DATABASE
 
 
-def _execute(sql: str, parameters: tuple):
-    """One statement, committed; its first row. None where the database cannot be used: a
+def _execute(sql: str | None, parameters):
+    """One statement, committed; its first row. `sql` None: `parameters` lists (statement, rows)
+    to run with executemany, all in one transaction. None where the database cannot be used: a
     busy, full, unwritable or damaged one is a miss, and a damaged one is replaced once."""
     import sqlite3
 
@@ -135,7 +164,13 @@ def _execute(sql: str, parameters: tuple):
     for attempt in (0, 1):
         try:
             connection = _OPEN.get(where) or _connection(where)
-            return connection.execute(sql, parameters).fetchone()
+            if sql is not None:
+                return connection.execute(sql, parameters).fetchone()
+            with connection:  # one transaction: committed whole, or rolled back
+                connection.execute("BEGIN IMMEDIATE")
+                for statement, rows in parameters:
+                    connection.executemany(statement, rows)
+            return None
         except sqlite3.DatabaseError as e:
             _OPEN.pop(where, None)
             if attempt or not _damaged(e):
