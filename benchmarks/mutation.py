@@ -33,6 +33,7 @@ PLUGIN = "benchmarks.mutation_session"  # fresh caches for every mutant's sessio
 # module (a package folder or one file under registry/) -> the test files that exercise it
 TESTS: dict[str, list[str]] = {
     "registry/validate": [
+        "tests/test_checker.py",  # checker.py: the schema checker against jsonschema itself
         "tests/test_invariants.py",
         "tests/test_bug_corpus.py",
         "tests/test_team_rules.py",
@@ -83,6 +84,7 @@ TESTS: dict[str, list[str]] = {
     ],
     "registry/run": ["tests/test_run.py", "tests/test_guards.py", "tests/test_interval.py", "tests/test_bench.py"],
     "registry/estimate.py": ["tests/test_estimate.py"],
+    "registry/validate/checker.py": ["tests/test_checker.py", "tests/test_team_rules.py", "tests/test_verdicts.py"],
 }
 # The scratch copy holds these beside the mutated package: the data the code reads and the tests.
 ALSO_COPY = ["schemas", "recipes", "docs", "benchmarks", "README.md", ".pre-commit-hooks.yaml"]

@@ -195,7 +195,7 @@ def test_the_speed_figures_the_docs_quote_are_the_recorded_ones():
         assert ratio["error_lines"] == 399 and "399 error lines" in page
     one, many, target = after["ratio_one_to_import"], after["ratio_many_to_one"], after["targets"]
     assert max(one.values()) <= target["ratio_one_to_import"] < before["ratio_one_to_import"]["new"]
-    assert many["warm"] <= target["ratio_many_to_one"] < min(many["cold"], many["new"])  # met warm only, said so
+    assert max(many.values()) <= target["ratio_many_to_one"]
     assert max(many.values()) < max(before["ratio_many_to_one"].values())
     run = json.loads((results / "run_overhead.json").read_text())
     assert max(run["overhead_s"]["median"], run["overhead_new_recipe_s"]["median"]) <= run["target_s"]
