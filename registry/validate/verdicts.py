@@ -157,11 +157,14 @@ def database() -> Path:
 def _execute(sql: str | None, parameters):
     """One statement, committed; its first row. `sql` None: `parameters` lists (statement, rows)
     to run with executemany, all in one transaction. None where the database cannot be used: a
-    busy, full, unwritable or damaged one is a miss, and a damaged one is replaced once."""
+    full, unwritable or damaged one is a miss, and a damaged one is replaced once. A lock that
+    SQLite reports at once, past its busy timeout (processes opening a new database together
+    switch it to WAL at once), is waited for a few times more."""
     import sqlite3
 
     where = (os.getpid(), os.environ.get("XDG_CACHE_HOME"), os.environ.get("HOME"))
-    for attempt in (0, 1):
+    replaced = False
+    for attempt in range(LOCKED_TRIES):
         try:
             connection = _OPEN.get(where) or _connection(where)
             if sql is not None:
@@ -171,17 +174,25 @@ def _execute(sql: str | None, parameters):
                 for statement, rows in parameters:
                     connection.executemany(statement, rows)
             return None
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) and "busy" not in str(e):
+                return None  # full, unwritable, read-only: a miss
+            time.sleep(0.01 * (attempt + 1))
         except sqlite3.DatabaseError as e:
             _OPEN.pop(where, None)
-            if attempt or not _damaged(e):
+            if replaced or not _damaged(e):
                 return None
             try:
                 database().unlink()  # a file that is no database: this cache is ours to rebuild
             except OSError:
                 return None
+            replaced = True
         except (OSError, ValueError, sqlite3.Error):  # ValueError: text no database can hold
             return None
     return None
+
+
+LOCKED_TRIES = 8
 
 
 def close() -> None:
