@@ -458,3 +458,72 @@ def test_what_is_generable():
     assert not hardware.generable("2xNOPE") and hardware.problem("2xNOPE").startswith(
         "hardware '2xNOPE': 'NOPE' is not in"
     )
+
+
+# --- the GPU catalog's errors and expansion, whole (registry/compose/catalog.py) ----------------
+KNOWN_GPUS = (
+    "V100-16GB, V100-32GB, T4, A10G, A10, A30, L4, L40, L40S, RTX-3090, RTX-4090, RTX-A6000, "
+    "RTX-6000-Ada, A100-40GB, A100-80GB, H100-SXM, H100-PCIe, H100-NVL, H200, B200, A100, H100, V100"
+)
+
+
+def test_an_alias_two_entries_claim_is_one_error_at_the_second_claim():
+    from registry.compose import catalog
+    from registry.load import load_text
+
+    table = load_text(
+        "A100:\n  aliases: [A]\n  memory_gib: 80\nB100:\n  memory_gib: 80\n  aliases: [X, A]\n", "cat.yaml"
+    )
+    with pytest.raises(RecipeError) as e:
+        catalog._index(table)
+    assert str(e.value) == (
+        "cat.yaml:6:16: error[catalog-alias] alias 'A' of B100 is already 'A100' "
+        "(hint: an alias names one entry; remove it from one of them)"
+    )
+
+
+def test_an_unknown_gpu_names_the_closest_three_and_every_known_name():
+    from registry.compose import catalog
+
+    assert catalog.known() == KNOWN_GPUS.split(", ")
+    # four names are close to A100-: the three closest are named
+    assert str(catalog.unknown("A100-")) == (
+        f"'A100-' is not in the GPU catalog (hint: did you mean A100, A10, A100-80GB?; known: {KNOWN_GPUS})"
+    )
+    assert str(catalog.unknown("ZZZ", "x.yaml:3:5")) == (
+        "x.yaml:3:5: error[unknown-gpu] hardware.gpu: 'ZZZ' is not in the GPU catalog "
+        f"(hint: add it to catalog/gpus.yaml; known: {KNOWN_GPUS})"
+    )
+
+
+def test_an_unknown_gpu_without_an_origin_is_reported_at_its_path():
+    from registry.compose import catalog
+
+    with pytest.raises(RecipeError) as e:
+        catalog.expand_gpu({"hardware": {"gpu": "ZZZ"}}, {})
+    assert str(e.value).startswith("hardware.gpu: error[unknown-gpu] hardware.gpu: 'ZZZ' is not in the GPU catalog")
+
+
+def test_an_expanded_gpu_takes_the_entrys_fields_and_their_origins_only():
+    from registry.compose import catalog
+
+    table = catalog.entries()
+    data = {"hardware": {"gpu": "A100"}}  # an alias of A100-80GB
+    origins: dict = {}
+    catalog.expand_gpu(data, origins)
+    entry = table.data["A100-80GB"]
+    kept = {k: v for k, v in entry.items() if k not in catalog.CATALOG_ONLY}
+    assert data["hardware"]["gpu"] == {"name": "A100-80GB", **kept}
+    assert origins[("hardware", "gpu", "name")] == table.file  # no origin of its own: the catalog's
+    assert set(origins) == {("hardware", "gpu", "name")} | {
+        ("hardware", "gpu") + path[1:]
+        for path in table.origins
+        if path[0] == "A100-80GB" and len(path) > 1 and path[1] not in catalog.CATALOG_ONLY
+    }
+    assert not any(path[2] in catalog.CATALOG_ONLY for path in origins if len(path) > 2)
+    assert {path[2] for path in origins} == {"name", *kept}
+    # a hardware section that is no mapping is the schema's to report
+    for odd in ("8xA100", None, ["gpu"]):
+        doc = {"hardware": odd}
+        catalog.expand_gpu(doc, {})
+        assert doc == {"hardware": odd}
