@@ -906,3 +906,33 @@ def test_the_pipeline_comparison_sees_a_changed_message(monkeypatch):
 def test_reference_pattern_is_ecma():
     assert re.search("^a$", "a\n") and not ecma_pattern("^a$").search("a\n")
     assert list(Reference({"pattern": "^a$"}).iter_errors("a\n"))
+
+
+# --- what the comparison with jsonschema does not reach (mutation survivors of checker.py) ------
+def test_references_that_name_nothing_say_what_is_missing():
+    with pytest.raises(LookupError, match=r"unresolvable \$ref 'nope.json#/x': no schema named 'nope.json'"):
+        checker.Checker({"$ref": "nope.json#/x"}, {}, checker.STANDARD).is_valid(1)
+    with pytest.raises(LookupError, match=r"unresolvable \$ref '#/\$defs/missing': no 'missing' in it"):
+        checker.Checker({"$ref": "#/$defs/missing", "$defs": {}}, {}, checker.STANDARD).is_valid(1)
+    with pytest.raises(TypeError, match="a schema is an object or a boolean, not 5"):
+        checker.Checker(5, {}, checker.STANDARD).is_valid(1)
+
+
+def test_a_reference_into_a_list_and_one_read_in_another_files_scope():
+    documents = {"a.json": {"$defs": {"x": {"type": "string"}, "pair": [{"type": "integer"}, {"type": "string"}]}}}
+    root = checker.Checker({"$ref": "a.json#/$defs/pair/1"}, documents, checker.STANDARD)
+    assert root.is_valid("s") and not root.is_valid(1)
+    # a checker evolved in a.json's scope reads "#" as a.json, not as the root schema
+    _, scope = root.resolve("a.json#/$defs/x")
+    assert scope.evolve({"$ref": "#/$defs/x"}).is_valid("s")
+    assert not scope.evolve({"$ref": "#/$defs/x"}).is_valid(1)
+
+
+def test_multiple_of_overflowing_a_float_is_decided_exactly():
+    """1.6e308 / 0.75 is past a float's range: the fraction 4 * 1.6e308 / 3 is no integer, as
+    jsonschema says; 1.5e308's is."""
+    schema = {"multipleOf": 0.75}
+    ours = [e.message for e in checker.Checker(schema, {}, checker.STANDARD).iter_errors(1.6e308)]
+    theirs = [e.message for e in Draft202012Validator(schema).iter_errors(1.6e308)]
+    assert ours == theirs == ["1.6e+308 is not a multiple of 0.75"]
+    assert checker.Checker(schema, {}, checker.STANDARD).is_valid(1.5e308)

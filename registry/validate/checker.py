@@ -173,10 +173,6 @@ class Checker:
     def evolve(self, schema) -> Checker:
         return Checker(schema, None, None, self.base, self._shared)
 
-    @staticmethod
-    def is_type(instance, name: str) -> bool:
-        return is_type(instance, name)
-
     def descend(self, instance, schema, path=None, schema_path=None):
         if schema is True:
             return
