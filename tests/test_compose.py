@@ -317,3 +317,76 @@ def test_a_name_is_looked_up_once_while_the_sources_are_pinned(monkeypatch):
                 assert versions.lookup(name) is None
                 compose("pi07/zero2/8xA100")
         assert len(calls) == expected  # once per pinned command
+
+
+# --- pieces of composition, whole (mutation survivors of registry/compose) ----------------------
+def test_the_command_line_layer_names_every_mapping_on_the_way():
+    from registry.compose import COMMAND_LINE, _override_layer
+    from registry.compose.overrides import parse as parse_overrides
+
+    layer = _override_layer(parse_overrides(["a.b.c=1", "x=2"]))
+    assert layer.data == {"a": {"b": {"c": 1}}, "x": 2}
+    assert layer.origins == {
+        ("a",): COMMAND_LINE,
+        ("a", "b"): COMMAND_LINE,
+        ("a", "b", "c"): COMMAND_LINE,
+        ("x",): COMMAND_LINE,
+    }
+
+
+def test_sections_come_in_their_order_and_unknown_ones_after_by_name():
+    from registry.compose import SECTION_ORDER, _section_order
+
+    assert sorted(["zeta", "train", "alpha", "recipe", "env"], key=_section_order) == [
+        "recipe",
+        "train",
+        "env",
+        "alpha",
+        "zeta",
+    ]
+    assert [_section_order(s)[0] for s in SECTION_ORDER] == list(range(len(SECTION_ORDER)))
+
+
+def test_an_unknown_name_lists_the_closest_and_every_name_of_every_source(monkeypatch):
+    from registry.compose import known_names
+    from registry.sharing import sources
+
+    names = known_names()
+    assert {"pi07/zero2/8xA100", "policy/pi07", "backend/zero2", "hardware/8xA100"} <= set(names)
+    assert names == sorted(set(names))
+    with pytest.raises(RecipeError) as e:
+        compose("pi07/zer02")
+    assert str(e.value) == f"unknown recipe 'pi07/zer02' (did you mean pi07/zero2/8xA100?); known: {', '.join(names)}"
+    # with a git source, what a teammate published since the last update may be the name
+    team = sources.Source("team-a", sources.bundled().root, "git", "https://example.invalid/team-a.git")
+    monkeypatch.setattr(sources, "all_sources", lambda: [team, sources.bundled()])
+    with pytest.raises(RecipeError) as e:
+        compose("qq/zz")
+    assert str(e.value).endswith(
+        " (hint: recipes published to team-a since the last update are not here yet: recipe source update)"
+    )
+
+
+def test_layers_rank_by_what_they_are_and_the_users_by_their_order(tmp_path):
+    """Where a problem over several values is reported (registry/validate/problems.py locate): a
+    generated hardware part is a part, and of two files of the user's the later outranks."""
+    from registry.doc import PART_LAYER, USER_LAYER
+
+    generated = compose("pi07/zero2/3xH100")
+    assert generated.origins.rank(generated.origins[("hardware", "gpus_per_node")]) == (PART_LAYER, 0)
+    assert [p.name for p in generated.inputs].count("gpus.yaml") == 1
+    (tmp_path / "a.yaml").write_text("extends: [pi07/zero2/8xA100]\ntrain:\n  steps: 5\n")
+    (tmp_path / "b.yaml").write_text("extends: [a.yaml]\ntrain:\n  micro_batch_size: 2\n")
+    recipe = compose(str(tmp_path / "b.yaml"))
+    first = recipe.origins.rank(recipe.origins[("train", "steps")])
+    second = recipe.origins.rank(recipe.origins[("train", "micro_batch_size")])
+    assert first[0] == second[0] == USER_LAYER and first[1] < second[1]
+    assert recipe.origins.rank(recipe.origins[("policy", "type")])[1] == 0  # a part: no order among the parts
+
+
+def test_an_override_drops_every_layers_results_and_keeps_the_recipes_own_section():
+    tuned = compose("pi07/zero2/8xA100")
+    assert "results" in tuned.data, "the tuned cell records its measured results"
+    overridden = compose("pi07/zero2/8xA100", ["train.steps=7"])
+    assert "results" not in overridden.data
+    assert overridden.data["recipe"]["summary"] == tuned.data["recipe"]["summary"]
