@@ -129,7 +129,8 @@ def scratch_copy(work: Path) -> None:
         listed += [b"pyproject.toml", b"README.md", b".pre-commit-hooks.yaml"]
     for name in filter(None, (n.decode() for n in listed)):
         source = ROOT / name
-        if source.is_file() and not name.startswith("benchmarks/results/"):
+        # the mutation results are what the run writes, not what it reads (tests read the others)
+        if source.is_file() and not name.startswith("benchmarks/results/mutation/"):
             target = work / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
