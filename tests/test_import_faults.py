@@ -119,3 +119,18 @@ def test_malformed_import_input_is_one_clear_line(tmp_path, case):
     else:
         assert len(out.strip().splitlines()) == 1, out
         assert expected in errors[0], out
+
+
+def test_a_double_dash_given_as_the_flags_is_no_flags_not_a_traceback():
+    """argparse reads `--trainer-args=--` (and `--launch-args=--`) as an empty list: the import
+    reads it as no flags (found by tests/fuzz.py)."""
+    from pathlib import Path
+
+    accelerate = str(Path(__file__).parent / "data" / "accelerate_zero2.yaml")
+    r = run_cli(
+        "validate", "--accelerate-config", accelerate, "--trainer", "lerobot", "--trainer-args=--", "--policy", "act"
+    )
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "error[lerobot-no-deepspeed]" in r.stdout
+    r = run_cli("validate", "--accelerate-config", accelerate, "--launch-args=--")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr

@@ -43,16 +43,18 @@ def setup_of(args):
     from registry.resolve import importer
 
     path = lambda text: Path(text) if text else None  # noqa: E731
+    # argparse reads `--trainer-args=--` as a list: the `--` it strips from every value, and nothing
+    text = lambda value: " ".join(value) if isinstance(value, list) else value  # noqa: E731
     return importer.Setup(
         accelerate=Path(args.accelerate_config),
         deepspeed=path(args.deepspeed_config),
         trainer=args.trainer,
         trainer_config=path(args.trainer_config),
-        trainer_args=args.trainer_args,
+        trainer_args=text(args.trainer_args),
         gpu=args.gpu,
         policy=args.policy,
         program=args.program,
-        launch_args=args.launch_args,
+        launch_args=text(args.launch_args),
     )
 
 
