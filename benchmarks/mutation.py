@@ -85,6 +85,7 @@ TESTS: dict[str, list[str]] = {
     "registry/run": ["tests/test_run.py", "tests/test_guards.py", "tests/test_interval.py", "tests/test_bench.py"],
     "registry/estimate.py": ["tests/test_estimate.py"],
     "registry/validate/checker.py": ["tests/test_checker.py", "tests/test_team_rules.py", "tests/test_verdicts.py"],
+    "registry/validate/standard.py": ["tests/test_checker.py", "tests/test_team_rules.py", "tests/test_verdicts.py"],
 }
 # The scratch copy holds these beside the mutated package: the data the code reads and the tests.
 ALSO_COPY = ["schemas", "recipes", "docs", "benchmarks", "README.md", ".pre-commit-hooks.yaml"]

@@ -1,15 +1,15 @@
-"""The project's schema checker (registry/validate/checker.py) against jsonschema itself: where the
+"""The project's schema checker (registry/validate/checker.py, its keywords in standard.py) against jsonschema itself: where the
 project re-implements a library, it is tested against the library.
 
 Two layers, both deterministic (seeded):
 
-1. The engine. `checker.Checker` with the standard keywords (checker.STANDARD, `pattern` read as
+1. The engine. `checker.Checker` with the standard keywords (standard.STANDARD, `pattern` read as
    ECMA-262 reads it) against a jsonschema Draft 2020-12 validator with the same stricter types and
    pattern, built with jsonschema's own machinery (validators.extend, a referencing.Registry of the
    schema files). For every (schema, instance): each error's message, validator, validator_value,
    instance, schema, absolute path and schema path, in order, and recursively the context of
    anyOf/oneOf errors; and `best_match`'s choice. Cases: hand-written schemas covering every keyword
-   of checker.STANDARD (each against its own instances and a set of probes of every type), seeded
+   of standard.STANDARD (each against its own instances and a set of probes of every type), seeded
    random schemas and instances, and the section schemas in schemas/ (the project's keywords
    stripped) over composed bundled cells, the recipes of tests/test_invariants.py that break or keep
    each rule, and seeded mutations of all of them.
@@ -50,7 +50,7 @@ import registry.validate
 from registry.compose import compose
 from registry.doc import MISSING, lookup
 from registry.sharing import sources
-from registry.validate import RESOLVED, ROOT, _validate, checker, memo
+from registry.validate import RESOLVED, ROOT, _validate, checker, memo, standard
 from registry.validate.keywords import KEYWORDS, PROJECT, ecma_pattern
 from registry.validate.keywords import pattern as project_pattern
 from registry.validate.schemas import referable
@@ -95,7 +95,7 @@ Reference = validators.extend(
 )
 Hosted = validators.extend(Reference, PROJECT)  # the project's keywords, run inside jsonschema
 
-ENGINE = {**checker.STANDARD, "pattern": project_pattern}  # the checker's side of layer 1
+ENGINE = {**standard.STANDARD, "pattern": project_pattern}  # the checker's side of layer 1
 PROJECT_KEYWORDS = ("x-where", "x-compare", "x-invariants")
 
 
@@ -223,7 +223,7 @@ def engine_mismatches(cases, **kw) -> list[str]:
     return found
 
 
-# --- layer 1: hand-written schemas, every keyword of checker.STANDARD -----------------------
+# --- layer 1: hand-written schemas, every keyword of standard.STANDARD -----------------------
 NAN, INF = float("nan"), float("inf")
 PROBES = [
     None,
@@ -464,7 +464,7 @@ def test_unique_items_compares_every_pair_where_jsonschema_misses_some():
     checker compares every pair; jsonschema 4.26 sorts the items and compares neighbours only, so
     it misses these duplicates. Asserted on both sides: a jsonschema that finds them shows here."""
     for schema, instance in UNIQUE_ITEMS_MISMATCHES:
-        ours = [e.message for e in checker.Checker(schema, {}, checker.STANDARD).iter_errors(instance)]
+        ours = [e.message for e in checker.Checker(schema, {}, standard.STANDARD).iter_errors(instance)]
         assert f"{instance!r} has non-unique elements" in ours, (schema, instance, ours)
         theirs = [e.message for e in Draft202012Validator(schema).iter_errors(instance)]
         assert not any("non-unique" in m for m in theirs), (schema, instance, theirs)
@@ -473,10 +473,10 @@ def test_unique_items_compares_every_pair_where_jsonschema_misses_some():
 def test_every_keyword_jsonschema_checks_is_implemented_or_refused():
     """What the checker leaves out is refused in team rule files and used by no schema file, and
     `format` is an annotation in both (jsonschema checks it only with a format checker)."""
-    left_out = set(Draft202012Validator.VALIDATORS) - set(checker.STANDARD)
-    assert left_out <= checker.UNSUPPORTED | {"format"}
+    left_out = set(Draft202012Validator.VALIDATORS) - set(standard.STANDARD)
+    assert left_out <= standard.UNSUPPORTED | {"format"}
     used = {k for doc in referable().values() for k in _keywords_used(doc)}
-    assert not used & (checker.UNSUPPORTED | {"format"})
+    assert not used & (standard.UNSUPPORTED | {"format"})
 
 
 _MAPS = ("properties", "patternProperties", "$defs", "dependentSchemas", "x-where")
@@ -514,7 +514,7 @@ def hand_cases():
 def test_hand_written_schemas_every_standard_keyword():
     cases = list(hand_cases())
     used = {k for _, schema, _ in cases for k in _keywords_used(schema)}
-    assert set(checker.STANDARD) <= used, f"no case uses {sorted(set(checker.STANDARD) - used)}"
+    assert set(standard.STANDARD) <= used, f"no case uses {sorted(set(standard.STANDARD) - used)}"
     fail_on(engine_mismatches(cases), len(cases), "hand-written (schema, instance) pairs")
 
 
@@ -600,7 +600,7 @@ GENERATORS = {
     },
     "$ref": lambda rng, d, refs: {"$ref": rng.choice(refs)} if refs else {"type": rng.choice(TYPES)},
 }
-assert set(GENERATORS) == set(checker.STANDARD), "a standard keyword the random schemas never use"
+assert set(GENERATORS) == set(standard.STANDARD), "a standard keyword the random schemas never use"
 
 
 def random_schema(rng: random.Random, depth: int, refs: tuple = ()):
@@ -911,16 +911,16 @@ def test_reference_pattern_is_ecma():
 # --- what the comparison with jsonschema does not reach (mutation survivors of checker.py) ------
 def test_references_that_name_nothing_say_what_is_missing():
     with pytest.raises(LookupError, match=r"unresolvable \$ref 'nope.json#/x': no schema named 'nope.json'"):
-        checker.Checker({"$ref": "nope.json#/x"}, {}, checker.STANDARD).is_valid(1)
+        checker.Checker({"$ref": "nope.json#/x"}, {}, standard.STANDARD).is_valid(1)
     with pytest.raises(LookupError, match=r"unresolvable \$ref '#/\$defs/missing': no 'missing' in it"):
-        checker.Checker({"$ref": "#/$defs/missing", "$defs": {}}, {}, checker.STANDARD).is_valid(1)
+        checker.Checker({"$ref": "#/$defs/missing", "$defs": {}}, {}, standard.STANDARD).is_valid(1)
     with pytest.raises(TypeError, match="a schema is an object or a boolean, not 5"):
-        checker.Checker(5, {}, checker.STANDARD).is_valid(1)
+        checker.Checker(5, {}, standard.STANDARD).is_valid(1)
 
 
 def test_a_reference_into_a_list_and_one_read_in_another_files_scope():
     documents = {"a.json": {"$defs": {"x": {"type": "string"}, "pair": [{"type": "integer"}, {"type": "string"}]}}}
-    root = checker.Checker({"$ref": "a.json#/$defs/pair/1"}, documents, checker.STANDARD)
+    root = checker.Checker({"$ref": "a.json#/$defs/pair/1"}, documents, standard.STANDARD)
     assert root.is_valid("s") and not root.is_valid(1)
     # a checker evolved in a.json's scope reads "#" as a.json, not as the root schema
     _, scope = root.resolve("a.json#/$defs/x")
@@ -932,7 +932,7 @@ def test_multiple_of_overflowing_a_float_is_decided_exactly():
     """1.6e308 / 0.75 is past a float's range: the fraction 4 * 1.6e308 / 3 is no integer, as
     jsonschema says; 1.5e308's is."""
     schema = {"multipleOf": 0.75}
-    ours = [e.message for e in checker.Checker(schema, {}, checker.STANDARD).iter_errors(1.6e308)]
+    ours = [e.message for e in checker.Checker(schema, {}, standard.STANDARD).iter_errors(1.6e308)]
     theirs = [e.message for e in Draft202012Validator(schema).iter_errors(1.6e308)]
     assert ours == theirs == ["1.6e+308 is not a multiple of 0.75"]
-    assert checker.Checker(schema, {}, checker.STANDARD).is_valid(1.5e308)
+    assert checker.Checker(schema, {}, standard.STANDARD).is_valid(1.5e308)

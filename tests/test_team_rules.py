@@ -282,7 +282,7 @@ def test_a_team_rule_is_namespaced_and_its_link_rides_in_the_hint():
 
 def test_unsupported_keywords_are_found_in_schemas_not_in_values():
     from registry.validate import team
-    from registry.validate.checker import STANDARD, UNSUPPORTED
+    from registry.validate.standard import STANDARD, UNSUPPORTED
 
     assert not UNSUPPORTED & set(STANDARD)
     node = {

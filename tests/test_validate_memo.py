@@ -9,21 +9,21 @@ import sys
 from pathlib import Path
 
 from registry.compose import compose
-from registry.validate import RESOLVED, _validate, checker, memo, validate
+from registry.validate import RESOLVED, _validate, memo, standard, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _fresh(data: dict, origins: dict) -> list:
-    saved = (set(checker._ACCEPTED), dict(memo._OUTCOMES))
-    checker._ACCEPTED.clear()
+    saved = (set(standard._ACCEPTED), dict(memo._OUTCOMES))
+    standard._ACCEPTED.clear()
     memo._OUTCOMES.clear()
     try:
         return _validate(data, origins, RESOLVED)  # not from the verdicts kept on disk either
     finally:
-        checker._ACCEPTED.clear()
+        standard._ACCEPTED.clear()
         memo._OUTCOMES.clear()
-        checker._ACCEPTED.update(saved[0])
+        standard._ACCEPTED.update(saved[0])
         memo._OUTCOMES.update(saved[1])
 
 

@@ -6,7 +6,7 @@ Two memos, both for this process only and keyed by the values themselves (their 
 what YAML and overrides produce, 1, 1.0, True and "1" all differ):
 - a subschema under `properties` that accepted a mapping or list accepts it again (a section,
   train.optimizer, ...); one that rejected it is checked again, so every error is a fresh one.
-  The checker keeps that one (registry/validate/checker.py, `properties`);
+  The checker keeps that one (registry/validate/standard.py, `properties`);
 - here: a rule whose `when` and `require` read only dotted paths (x-where, x-compare and their
   combinations) has the same outcome for the same values at those paths. A rule that reads
   anything else (a `$ref` to an unknown scope, a keyword on the whole document) is never memoised.

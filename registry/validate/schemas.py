@@ -53,7 +53,8 @@ def _rules(node, where: str = ""):
 
 
 def _rule_checker(meta: dict):
-    from registry.validate.checker import STANDARD, Checker
+    from registry.validate.checker import Checker
+    from registry.validate.standard import STANDARD
 
     return Checker(meta, {}, STANDARD)
 

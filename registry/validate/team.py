@@ -224,9 +224,9 @@ def _schema_errors(schema):
 
 
 def _unsupported(node, at: str):
-    """Standard keywords the checker does not implement (registry/validate/checker.py): refused
+    """Standard keywords the checker does not implement (registry/validate/standard.py): refused
     here, never checked otherwise than JSON Schema says."""
-    from registry.validate.checker import UNSUPPORTED
+    from registry.validate.standard import UNSUPPORTED
 
     if isinstance(node, list):
         for i, item in enumerate(node):
