@@ -202,19 +202,10 @@ class Plan:
 def _load(path: Path) -> Loaded:
     """A resolved file, loaded; while the sources are pinned (one command over many recipes),
     each file is read and stat'ed once for the command."""
-    state = sources.pinned_state()
-    if state is None:
-        return load_resolved(path)
-    if _PINNED_LOADS.get("state") is not state:
-        _PINNED_LOADS.clear()
-        _PINNED_LOADS["state"] = state
-    doc = _PINNED_LOADS.get(path)
-    if doc is None:
-        doc = _PINNED_LOADS[path] = load_resolved(path)
-    return doc
+    return sources.while_pinned(_PINNED_LOADS, path, lambda: load_resolved(path))
 
 
-_PINNED_LOADS: dict = {}  # the pinned sources ("state"), and each file loaded under them
+_PINNED_LOADS: dict = {}  # each file loaded under the pinned sources
 
 
 def _ranks(layers: tuple[tuple[str, Path | None, bool], ...]) -> dict[str, tuple[int, int]]:

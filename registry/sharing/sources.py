@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
+from typing import TypeVar
 
 from registry.errors import RecipeError
 from registry.files import RECIPES_DIR
@@ -128,10 +129,25 @@ def _places(env: tuple) -> tuple[Path, str]:
 _pinned: list[list[Source]] = []
 
 
-def pinned_state() -> object | None:
-    """The sources pinned now (an object that names this state of them), or None: what a
-    lookup may be remembered for, while it lasts."""
-    return _pinned[-1] if _pinned else None
+T = TypeVar("T")
+
+
+def while_pinned(table: dict, key, compute: Callable[[], T]) -> T:
+    """compute(), remembered in `table` under `key` for as long as the sources stay pinned (one
+    command over many recipes reads one state of them); computed afresh when they are not. An
+    exception is raised again at every call."""
+    if not _pinned:
+        return compute()
+    state = _pinned[-1]  # a list of its own per pinned block (pinned())
+    if table.get(_STATE) is not state:
+        table.clear()
+        table[_STATE] = state
+    if key not in table:
+        table[key] = compute()
+    return table[key]
+
+
+_STATE = object()  # the key under which a while_pinned table keeps the state it holds for
 
 
 @contextmanager

@@ -198,19 +198,10 @@ def lookup(name: Name) -> Version | None:
     source has not published the name (and no version was asked for), or when NAME@N is the
     bundled file as shipped. While the sources are pinned (one command over many recipes), each
     name is looked up once."""
-    state = sources.pinned_state()
-    if state is None:
-        return _lookup(name)
-    if _LOOKED_UP.get("state") is not state:
-        _LOOKED_UP.clear()
-        _LOOKED_UP["state"] = state
-    key = ("name", name)
-    if key not in _LOOKED_UP:
-        _LOOKED_UP[key] = _lookup(name)  # a RecipeError is raised again at every lookup
-    return _LOOKED_UP[key]
+    return sources.while_pinned(_LOOKED_UP, name, lambda: _lookup(name))
 
 
-_LOOKED_UP: dict = {}  # the pinned sources ("state"), and what each name denoted under them
+_LOOKED_UP: dict = {}  # what each name denoted under the pinned sources
 
 
 def _lookup(name: Name) -> Version | None:
