@@ -12,6 +12,7 @@ import itertools
 import re
 from fractions import Fraction
 
+from registry.validate import memo
 from registry.validate.checker import Error, equal, is_type
 
 
@@ -56,7 +57,7 @@ def properties(checker, props, instance, schema):
             continue
         # a subschema is always read in the scope of the file that holds it: its verdict is the
         # value's alone, for one set of keywords
-        key = (_keep(subschema), _keep(checker._shared.keywords), repr(value))
+        key = (memo.keep(subschema), memo.keep(checker._shared.keywords), repr(value))
         if key in _ACCEPTED:
             continue
         errors = list(checker.descend(value, subschema, path=name, schema_path=name))
@@ -65,14 +66,6 @@ def properties(checker, props, instance, schema):
                 _ACCEPTED.clear()
             _ACCEPTED.add(key)
         yield from errors
-
-
-_KEPT: dict[int, object] = {}
-
-
-def _keep(thing) -> int:
-    _KEPT.setdefault(id(thing), thing)
-    return id(thing)
 
 
 def _extras(instance: dict, schema: dict) -> list:
