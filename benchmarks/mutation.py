@@ -25,9 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import mutation_sampling as sampling
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "mutation"
 EQUIVALENT = RESULTS / "equivalent.md"
+DRIVER = ROOT / "benchmarks" / "mutation_driver.py"  # mutmut's run in steps
 PLUGIN = "benchmarks.mutation_session"  # fresh caches for every mutant's session
 
 # module (a package folder or one file under registry/) -> the test files that exercise it
@@ -196,6 +199,31 @@ def diffs(work: Path, names: list[str], env: dict) -> dict[str, str]:
     return json.loads(done.stdout) if done.returncode == 0 else {n: "(diff unavailable)" for n in names}
 
 
+def run_logged(command: list[str], work: Path, env: dict, log: Path, limit: float | None) -> int | None:
+    """COMMAND in WORK, its output appended to LOG; interrupted (SIGINT, as a user would) after LIMIT s."""
+    with open(log, "ab") as sink:  # mutmut's spinner rewrites one line thousands of times: kept out of the terminal
+        process = subprocess.Popen(
+            command, cwd=work, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            return process.wait(timeout=limit)
+        except subprocess.TimeoutExpired:  # partial: mutmut records each verdict as it comes
+            os.killpg(process.pid, signal.SIGINT)
+            try:
+                return process.wait(timeout=60)
+            except subprocess.TimeoutExpired:  # its workers still in a test's subprocess: the rest waits
+                os.killpg(process.pid, signal.SIGKILL)
+                return process.wait()
+
+
+def failed(log: Path, returncode: int | None, work: Path) -> int:
+    """mutmut's last words, and where its scratch copy is kept."""
+    lines = [line for line in log.read_text(errors="replace").replace("\r", "\n").splitlines() if "⠋" not in line]
+    print("\n".join(lines[-40:]), file=sys.stderr)
+    print(f"mutation: mutmut failed (exit {returncode}); scratch copy kept at {work}", file=sys.stderr)
+    return 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("module", help="registry/PACKAGE or registry/PACKAGE/FILE.py")
@@ -208,6 +236,12 @@ def main() -> int:
     ap.add_argument(
         "--time-limit", type=float, help="stop after this many seconds and record the mutants tested so far"
     )
+    ap.add_argument("--sample", type=int, help="test N mutants drawn at random from each stratum (--strata)")
+    ap.add_argument("--strata", nargs="+", default=[], help="--sample: packages drawn from apart (the rest is one)")
+    ap.add_argument("--seed", type=int, default=0, help="--sample: the draw's seed (default 0)")
+    ap.add_argument("--resume", type=Path, help="--sample: an earlier run's results; its verdicts stand")
+    ap.add_argument("--stats", type=Path, help="mutmut's map of tests to functions, made earlier by --stats-out")
+    ap.add_argument("--stats-out", type=Path, help="make the map of tests to functions, write it here, stop")
     args = ap.parse_args()
 
     module = args.module.rstrip("/")
@@ -215,7 +249,7 @@ def main() -> int:
         raise SystemExit(f"mutation: {module}: no such module under registry/")
     # a mapped test file that does not exist (yet) is left out; one named with --tests must exist
     tests = args.tests or [t for t in tests_for(module) if (ROOT / t).is_file()]
-    missing = [t for t in tests if not (ROOT / t).is_file()]
+    missing = [t for t in tests if not (ROOT / t).exists()]
     if missing:
         raise SystemExit(f"mutation: no such test file: {', '.join(missing)}")
     try:
@@ -236,29 +270,45 @@ def main() -> int:
     paths = [str(ROOT / "benchmarks" / "mutation_site"), mutmut_home, os.environ.get("PYTHONPATH")]
     # (not RECIPE_*: tests/conftest.py clears those from the tests' environment)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths)), "MUTATION_HITS": str(hits)}
-    command = [sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs)]
     started = time.monotonic()
     log = work / "mutmut.log"
-    with open(log, "wb") as sink:  # its spinner rewrites one line thousands of times: kept out of the terminal
-        mutmut_run = subprocess.Popen(
-            command, cwd=work, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        try:
-            returncode = mutmut_run.wait(timeout=args.time_limit)
-        except subprocess.TimeoutExpired:  # partial: mutmut records each verdict as it comes
-            os.killpg(mutmut_run.pid, signal.SIGINT)
-            try:
-                returncode = mutmut_run.wait(timeout=60)
-            except subprocess.TimeoutExpired:  # its workers still in a test's subprocess: the rest waits
-                os.killpg(mutmut_run.pid, signal.SIGKILL)
-                returncode = mutmut_run.wait()
+
+    def driver(step: str, *names: str) -> int:
+        """One step of mutmut's run (benchmarks/mutation_driver.py), within what is left of --time-limit."""
+        left = None if args.time_limit is None else max(1.0, args.time_limit - (time.monotonic() - started))
+        return run_logged([sys.executable, str(DRIVER), step, "--jobs", str(args.jobs), *names], work, env, log, left)
+
+    if args.stats:
+        (work / "mutants").mkdir(exist_ok=True)
+        shutil.copy2(args.stats, work / "mutants" / "mutmut-stats.json")
+    if args.stats_out:
+        returncode = driver("stats")
+        made = work / "mutants" / "mutmut-stats.json"
+        if returncode != 0 or not made.exists():
+            return failed(log, returncode, work)
+        args.stats_out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(made, args.stats_out)
+        print(f"mutation: map of tests to functions -> {args.stats_out} ({round(time.monotonic() - started)} s)")
+        return 0
+    drawn, earlier = [], {}
+    if args.sample:
+        if driver("generate") != 0:
+            return failed(log, None, work)
+        everything = sorted(outcomes(work))
+        drawn = sampling.draw(everything, args.strata, args.sample, args.seed, equivalent_names())
+        earlier = sampling.verdicts_of(args.resume) if args.resume else {}
+        todo = [n for n in drawn if n not in earlier]
+        print(f"mutation: {len(drawn)} of {len(everything)} mutants drawn, {len(todo)} to test", flush=True)
+        returncode = driver("run", *todo) if todo else 0
+    else:
+        returncode = driver("run")
     seconds = round(time.monotonic() - started, 1)
     found = outcomes(work)
+    if drawn:  # the draw alone, with the verdicts an earlier run of it found
+        everything = list(found)
+        found = {n: earlier.get(n, found.get(n, "unchecked")) for n in drawn}
     if not any(s != "unchecked" for s in found.values()):
-        lines = [line for line in log.read_text(errors="replace").replace("\r", "\n").splitlines() if "⠋" not in line]
-        print("\n".join(lines[-40:]), file=sys.stderr)
-        print(f"mutation: mutmut failed (exit {returncode}); scratch copy kept at {work}", file=sys.stderr)
-        return 1
+        return failed(log, returncode, work)
 
     equivalent = equivalent_names() & set(found)
     counted = {n: s for n, s in found.items() if n not in equivalent and s not in ("skipped", "unchecked")}
@@ -284,9 +334,14 @@ def main() -> int:
         "score": score,
         "survivors": diffs(work, survivors, env),
     }
+    if drawn:  # what the draw estimates: each stratum's score and registry/'s, with their spread
+        result["sample"] = sampling.estimate(everything, found, args.strata, equivalent_names(), module)
+        result["verdicts"] = found
     out = args.out or RESULTS / (module.replace("/", ".").removesuffix(".py") + ".json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    for stratum, figures in result.get("sample", {}).items():
+        print(f"  {stratum}: {figures['score']}% ({figures['low']} to {figures['high']}) of {figures['tested']}")
     print(
         f"{module}: score {score}% | killed {count['killed']} | survived {count['survived']} | "
         f"timeouts {count['timeout']} | no tests {count['no_tests']} | equivalent {len(equivalent)} | "

@@ -141,3 +141,16 @@ def test_a_fix_that_fails_leaves_the_value_and_its_origin_as_composed():
     recipe = compose("pi05/zero2/8xV100")
     assert recipe.fixed == [] and recipe.data["backend"]["mixed_precision"] == "bf16"
     assert recipe.origins[("backend", "mixed_precision")] == "recipes/backend/zero2.yaml:7:3"
+
+
+def test_a_failed_fix_is_undone_key_by_key():
+    """What `_try` undoes when a fix does not make its rule hold: a value the fix replaced comes
+    back, one it added goes, however deep the path."""
+    from registry.doc import MISSING
+    from registry.validate.fixes import _restore
+
+    data = {"backend": {"fsdp": {"sharding": "FULL_SHARD", "added": 1}, "kind": "fsdp"}}
+    _restore(data, ("backend", "fsdp", "added"), MISSING)
+    _restore(data, ("backend", "fsdp", "sharding"), "NO_SHARD")
+    _restore(data, ("backend", "fsdp", "never"), MISSING)  # nothing to take away
+    assert data == {"backend": {"fsdp": {"sharding": "NO_SHARD"}, "kind": "fsdp"}}

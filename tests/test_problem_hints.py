@@ -198,3 +198,64 @@ def test_the_diffusion_horizon_defaults_to_lerobots_and_is_found_at_the_policy_t
     text = {"policy": {"type": "diffusion", "chunk_size": 40, "options": {"down_dims": "[8,16,32,64]"}}}
     assert checks.diffusion_horizon(view.of(text), rule)[0].hint == "h (32 or 48)"
     assert checks.diffusion_horizon(view.of({"policy": {"chunk_size": "16", "options": None}}), rule) == []
+
+
+def hints_of(schema: dict, instance) -> list[tuple[str, str, str | None]]:
+    """(path, rule, hint) of each problem the checker's errors over INSTANCE become, in-process
+    (as registry/validate's `_validate`, one of each: every missing key's error names them all)."""
+    from registry.validate.checker import Checker
+    from registry.validate.keywords import KEYWORDS
+    from registry.validate.problems import from_error
+
+    found = []
+    for error in Checker(schema, {}, KEYWORDS).iter_errors(instance):
+        found += [(p.path, p.rule, p.hint) for p in from_error(error, instance, {})]
+    return sorted(set(found))
+
+
+SECTIONS = {"type": "object", "properties": {"train": {}, "policy": {}, "backend": {}, "hardware": {}}}
+
+
+@pytest.mark.parametrize(
+    "schema, instance, expected",
+    [
+        # a missing key's hint is its description, where it has one
+        (
+            {"properties": {"lr": {"description": "the learning rate"}, "steps": {}}, "required": ["lr", "steps"]},
+            {},
+            [("lr", "required", "the learning rate"), ("steps", "required", None)],
+        ),
+        ({"required": ["lr"]}, {}, [("lr", "required", None)]),  # a schema with no properties at all
+        # a key a pattern allows is no unknown key; one that neither names nor patterns allow is
+        (
+            {"properties": {"a": {}}, "patternProperties": {"^x_": {}}, "additionalProperties": False},
+            {"a": 1, "x_b": 2, "zz": 3},
+            [("zz", "unknown-key", "known keys: a")],
+        ),
+        (
+            {"patternProperties": {"^x_": {}}, "additionalProperties": False},
+            {"x_b": 2, "zz": 3},
+            [("zz", "unknown-key", "known keys: ")],
+        ),
+        # a section one level too deep at the top: "the recipe", at most three keys, misspelt ones
+        # matched to the nearest, keys that match nothing left out
+        (
+            {**SECTIONS, "additionalProperties": False},
+            {"extra": {"trian": 1, "policy": 2, "backend": 3, "hardware": 4, "qqqq": 5}},
+            [
+                (
+                    "extra",
+                    "unknown-key",
+                    "did you mean train, policy, backend? ('extra' is no section of the recipe: its keys go right under it)",
+                )
+            ],
+        ),
+        (
+            {**SECTIONS, "additionalProperties": False},
+            {"polcy": 1},
+            [("polcy", "unknown-key", "did you mean 'policy'?")],
+        ),
+    ],
+)
+def test_the_hint_of_each_missing_and_unknown_key(schema, instance, expected):
+    assert hints_of(schema, instance) == expected

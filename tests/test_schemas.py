@@ -42,3 +42,35 @@ def test_sections_reject_unknown_keys_but_options_are_open():
         validate({"policy": {"options": {"anything": 1}}, "trainer": {"opentau": {"config": {"x": 1}}}}, {}, ROOT) == []
     )
     assert [p.rule for p in validate({"policy": {"nope": 1}}, {}, ROOT)] == ["unknown-key"]
+
+
+def test_the_printed_schema_is_self_contained_and_judges_as_the_files_do():
+    """`recipe schema` prints one document for editors that cannot follow references between
+    files: every other file embedded under `$defs` by its own name, the root's own `$defs` kept."""
+    import yaml
+    from jsonschema.exceptions import best_match
+
+    from registry.validate.schemas import ROOT, documents, joined
+
+    bundle, docs = joined(), documents()
+    assert bundle["$id"] == ROOT and "$schema" in bundle and docs[ROOT]["$defs"]
+    assert {name: bundle["$defs"][name] for name in docs[ROOT]["$defs"]} == docs[ROOT]["$defs"]
+    for name, doc in docs.items():
+        if name != ROOT:
+            assert bundle["$defs"][name] == {"$id": name, **{k: v for k, v in doc.items() if k != "$schema"}}
+    assert set(bundle["$defs"]) == set(docs[ROOT]["$defs"]) | set(docs) - {ROOT}
+    # read alone, with no access to schemas/: the same verdict as the files read together
+    alone = Draft202012Validator(bundle)
+    together = Draft202012Validator(docs[ROOT], registry=_registry(docs))
+    broken = {"train": {"micro_batch_size": "8"}, "hardware": {"gpus": -1}, "backend": {"kind": 3}}
+    for instance in [yaml.safe_load(p.read_text()) for p in RECIPE_FILES[:40]] + [broken]:
+        assert sorted(e.json_path for e in alone.iter_errors(instance)) == sorted(
+            e.json_path for e in together.iter_errors(instance)
+        )
+    assert best_match(alone.iter_errors(broken)) is not None
+
+
+def _registry(docs):
+    from referencing import Registry, Resource
+
+    return Registry().with_resources((name, Resource.from_contents(doc)) for name, doc in docs.items())

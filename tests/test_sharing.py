@@ -107,6 +107,29 @@ def test_edited_version_fails_validation(tmp_path, team_a):
     assert run_cli("show", "team-a:pi07/zero2/8xA100@1", env=a).returncode == 1
 
 
+def test_validate_all_reports_every_published_version_after_a_changed_one(tmp_path, team_a, monkeypatch):
+    """In-process: `recipe validate --all` reports each version of a published name by its full
+    name, a changed one as its failure, and goes on to the versions after it (its published part,
+    without the bundled cells)."""
+    from registry.sharing import sources
+    from registry.validate.report import _published
+
+    _, work, a = team_a
+    publish_and_push(work, a)
+    publish_and_push(work, a, "train.micro_batch_size=16")
+    first = work / "recipes" / "published" / "pi07" / "zero2" / "8xA100" / "1.yaml"
+    first.chmod(0o644)
+    first.write_text(first.read_text().replace("micro_batch_size: 20", "micro_batch_size: 24"))
+    for name, value in a.items():
+        monkeypatch.setenv(name, value)
+    (source,) = [s for s in sources.all_sources() if s.name == "team-a"]
+    reports = {r.target: r for r in _published(source)}
+    assert list(reports) == ["team-a:pi07/zero2/8xA100@1", "team-a:pi07/zero2/8xA100@2"]
+    changed, second = reports.values()
+    assert "was changed after publishing" in str(changed.failure) and changed.exit_code == 1
+    assert second.failure is None and second.exit_code == 0 and not second.problems
+
+
 def test_concurrent_publishes_lose_nothing(tmp_path, team_a):
     _, work, a = team_a
     with ThreadPoolExecutor(4) as pool:

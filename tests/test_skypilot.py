@@ -304,3 +304,20 @@ def test_recipe_run_launches_the_task_from_the_run_folder(tmp_path):
     bare = run_cli(*args, "--output-dir", str(tmp_path / "run2"), env={"PATH": os.path.dirname(sys.executable)})
     assert bare.returncode == 127 and "sky not found on PATH (hint: pip install" in bare.stderr
     assert not (tmp_path / "run2").exists()  # nothing written when it cannot launch
+
+
+@pytest.mark.parametrize(
+    "task, counts",
+    [
+        ("num_nodes: 2\nresources:\n  accelerators: H100:8\n", {"nodes": "2", "gpus_per_node": "8"}),
+        ("resources:\n  accelerators: H100\n", {"nodes": "1", "gpus_per_node": "1"}),  # SkyPilot's defaults
+        ("resources:\n  accelerators: 'vendor:H100:4'\n", {"nodes": "1", "gpus_per_node": "4"}),  # the last colon's
+        ("resources:\n  cpus: 4+\n", {"nodes": "1"}),
+        ("name: x\n", {"nodes": "1"}),
+    ],
+)
+def test_the_counts_read_back_from_a_task(task, counts):
+    """What rule engine-counts compares with the hardware part, read the way SkyPilot reads it."""
+    from registry.validate.engines import sky_counts
+
+    assert sky_counts(task) == counts
