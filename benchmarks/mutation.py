@@ -240,6 +240,9 @@ def main() -> int:
     ap.add_argument("--strata", nargs="+", default=[], help="--sample: packages drawn from apart (the rest is one)")
     ap.add_argument("--seed", type=int, default=0, help="--sample: the draw's seed (default 0)")
     ap.add_argument("--resume", type=Path, help="--sample: an earlier run's results; its verdicts stand")
+    ap.add_argument(
+        "--recheck", action="store_true", help="--resume: test that run's survivors again (after new tests)"
+    )
     ap.add_argument("--stats", type=Path, help="mutmut's map of tests to functions, made earlier by --stats-out")
     ap.add_argument("--stats-out", type=Path, help="make the map of tests to functions, write it here, stop")
     args = ap.parse_args()
@@ -297,6 +300,8 @@ def main() -> int:
         everything = sorted(outcomes(work))
         drawn = sampling.draw(everything, args.strata, args.sample, args.seed, equivalent_names())
         earlier = sampling.verdicts_of(args.resume) if args.resume else {}
+        if args.recheck:
+            earlier = {n: v for n, v in earlier.items() if v in sampling.CAUGHT}
         todo = [n for n in drawn if n not in earlier]
         print(f"mutation: {len(drawn)} of {len(everything)} mutants drawn, {len(todo)} to test", flush=True)
         returncode = driver("run", *todo) if todo else 0
