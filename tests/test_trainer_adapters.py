@@ -395,3 +395,44 @@ def test_opentau_import_of_a_broken_json_names_the_file_and_what_it_should_be(tm
     assert str(e.value).startswith(
         f"{tmp_path / 'train.json'}:1:2: error[json] not a OpenTau TrainPipelineConfig JSON:"
     )
+
+
+def test_opentau_import_places_what_no_field_maps_and_says_where_each_value_was(tmp_path):
+    """The keyed drop probabilities (`NAME_drop_prob`, not the bare suffix), the options of a
+    section, TrainPipelineConfig fields kept whole or a level deep, and for each the line of the
+    JSON it came from (what `recipe import` writes as the value's origin)."""
+    cfg = {
+        "policy": {"type": "pi05", "mystery_knob": [1, 2]},
+        "dataset_mixture": {"wrist_drop_prob": 0.1, "_drop_prob": 0.5, "mystery": 3},
+        "scheduler": {"decay_lr": 1e-6, "mystery": 1},
+        "extra_block": {"a": {"b": 1}},
+    }
+    from registry.trainers import opentau
+    from registry.trainers.mapping import Notes
+
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps(cfg, indent=1))
+    recipe, notes = {"dataset": {"drop_probs": {"wrist": 0.2}}}, Notes()
+    assert opentau.import_config(path, recipe, notes) == "pi05"
+    assert recipe == {
+        "dataset": {"drop_probs": {"wrist": 0.1}, "options": {"_drop_prob": 0.5, "mystery": 3}},
+        "policy": {"type": "pi05", "options": {"mystery_knob": [1, 2]}},
+        "train": {"scheduler": {"decay_lr": 1e-6}},
+        "trainer": {
+            "kind": "opentau",
+            "opentau": {"config": {"scheduler": {"mystery": 1}, "extra_block": {"a": {"b": 1}}}},
+        },
+    }
+    assert list(notes) == [
+        "dataset.drop_probs.wrist: train.json dataset_mixture.wrist_drop_prob = 0.1 replaces 0.2 read before"
+    ]
+    lines = {path: int(where.rsplit(":", 2)[1]) for path, where in notes.located.items()}
+    text = path.read_text().splitlines()
+    for field, key in [
+        (("dataset", "drop_probs", "wrist"), '"wrist_drop_prob"'),
+        (("dataset", "options", "_drop_prob"), '"_drop_prob"'),
+        (("policy", "options", "mystery_knob"), '"mystery_knob"'),
+        (("trainer", "opentau", "config", "scheduler", "mystery"), '"mystery": 1'),
+        (("trainer", "opentau", "config", "extra_block"), '"extra_block"'),
+    ]:
+        assert key in text[lines[field] - 1], (field, text[lines[field] - 1])
