@@ -436,3 +436,41 @@ def test_opentau_import_places_what_no_field_maps_and_says_where_each_value_was(
         (("trainer", "opentau", "config", "extra_block"), '"extra_block"'),
     ]:
         assert key in text[lines[field] - 1], (field, text[lines[field] - 1])
+
+
+@pytest.mark.parametrize(
+    "overrides, extra", [([], "act"), (["policy.type=pi05"], "pi"), (["policy.type=pi0_fast"], "pi")]
+)
+def test_lerobot_runs_in_the_trainers_own_python_and_asks_for_its_policys_extra(overrides, extra):
+    """Every rank in the Python that has LeRobot; the package extra its policy needs (pi0 and
+    pi05 share lerobot[pi]) is what `recipe run` checks before launch."""
+    from registry.trainers import lerobot
+
+    doc = compose("act/ddp/2xH100", overrides).data
+    inv = lerobot.invocation(doc, Context("accelerate", "a.yaml", 1, 2, python="/envs/lerobot/bin/python"))
+    assert (inv.program, inv.python, inv.extra) == ("/envs/lerobot/bin/python", "/envs/lerobot/bin/python", extra)
+    assert inv.argv[:5] == ["/envs/lerobot/bin/python", "-m", "accelerate.commands.launch", "--config_file", "a.yaml"]
+    on_path = lerobot.invocation(doc, Context("accelerate", "a.yaml", 1, 2))
+    assert (on_path.program, on_path.python, on_path.argv[0]) == ("accelerate", None, "accelerate")
+
+
+def test_opentau_train_from_the_trainers_environment():
+    from registry.trainers import opentau
+
+    doc = compose("pi07/zero2/8xA100").data
+    inv = opentau.invocation(doc, Context("accelerate", "a.yaml", 1, 8, python="/envs/opentau/bin/python"))
+    assert inv.argv == ["/envs/opentau/bin/opentau-train", "--accelerate-config=a.yaml", "--config_path=opentau.json"]
+    assert (inv.program, inv.python) == ("/envs/opentau/bin/opentau-train", "/envs/opentau/bin/python")
+    assert [type(a) is Raw for a in inv.argv] == [False, False, False]
+    # one accelerate file per node: the shell expands the name; a program given as a path stays
+    doc = compose("pi07/zero2/8xA100", ["trainer.opentau.program=/opt/ot/opentau-train"]).data
+    per_node = opentau.invocation(
+        doc, Context("accelerate", Raw('"n${R}.yaml"'), 2, 8, python="/envs/opentau/bin/python")
+    )
+    assert per_node.argv == [
+        "/opt/ot/opentau-train",
+        Raw('--accelerate-config="n${R}.yaml"'),
+        "--config_path=opentau.json",
+    ]
+    assert [type(a) is Raw for a in per_node.argv] == [False, True, False]
+    assert opentau.invocation(doc, Context("accelerate", "a.yaml", 1, 8)).python is None
