@@ -244,7 +244,11 @@ def main() -> int:
         "--recheck", action="store_true", help="--resume: test that run's survivors again (after new tests)"
     )
     ap.add_argument("--stats", type=Path, help="mutmut's map of tests to functions, made earlier by --stats-out")
-    ap.add_argument("--stats-out", type=Path, help="make the map of tests to functions, write it here, stop")
+    ap.add_argument(
+        "--stats-out",
+        type=Path,
+        help="make the map of tests to functions and write it here (then stop, unless --sample)",
+    )
     args = ap.parse_args()
 
     module = args.module.rstrip("/")
@@ -284,6 +288,7 @@ def main() -> int:
     if args.stats:
         (work / "mutants").mkdir(exist_ok=True)
         shutil.copy2(args.stats, work / "mutants" / "mutmut-stats.json")
+    made_here = False  # the map was made in this run: its pass over every test was the clean run
     if args.stats_out:
         returncode = driver("stats")
         made = work / "mutants" / "mutmut-stats.json"
@@ -292,7 +297,9 @@ def main() -> int:
         args.stats_out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(made, args.stats_out)
         print(f"mutation: map of tests to functions -> {args.stats_out} ({round(time.monotonic() - started)} s)")
-        return 0
+        if not args.sample:
+            return 0
+        made_here = True
     drawn, earlier = [], {}
     if args.sample:
         if driver("generate") != 0:
@@ -304,7 +311,7 @@ def main() -> int:
             earlier = {n: v for n, v in earlier.items() if v in sampling.CAUGHT}
         todo = [n for n in drawn if n not in earlier]
         print(f"mutation: {len(drawn)} of {len(everything)} mutants drawn, {len(todo)} to test", flush=True)
-        returncode = driver("run", *todo) if todo else 0
+        returncode = driver("run", *(["--no-clean"] if made_here else []), *todo) if todo else 0
     else:
         returncode = driver("run")
     seconds = round(time.monotonic() - started, 1)
@@ -342,6 +349,7 @@ def main() -> int:
     if drawn:  # what the draw estimates: each stratum's score and registry/'s, with their spread
         result["sample"] = sampling.estimate(everything, found, args.strata, equivalent_names(), module)
         result["verdicts"] = found
+        result["score"] = score = result["sample"][module]["score"]  # the strata weighted, not the draw's mean
     out = args.out or RESULTS / (module.replace("/", ".").removesuffix(".py") + ".json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

@@ -2,26 +2,33 @@
 
 Run from the scratch copy (mutmut reads its settings from the copy's pyproject.toml):
     python mutation_driver.py generate                 the mutants, and nothing else
-    python mutation_driver.py stats                    the mutants, then the map of tests to functions
+    python mutation_driver.py stats --jobs N           the mutants, then the map of tests to functions,
+                                                       made by N pytest workers
     python mutation_driver.py run --jobs N [NAME ...]  mutmut's own run of the named mutants (all if
                                                        none), its clean run spread over N pytest workers
 
 Why: mutmut maps tests to functions and checks that they pass unmutated in one pytest process each.
-Over the whole suite that is ten minutes or more, longer than one call on the GPU host may last. The
-map is made once (`stats`, on any machine) and reused; the clean run, which only has to pass, is
-spread over pytest-xdist's workers. The mutants themselves are tested by mutmut's code, unchanged.
+Over the whole suite that is ten minutes or more, longer than one call on the GPU host may last.
+Both are spread over pytest-xdist's workers here: each worker records what mutmut's own stats
+collector would (mutation_session.py) and the parts are merged into mutmut's stats file, which
+later runs reuse. The mutants themselves are tested by mutmut's code, unchanged.
 Written against mutmut 3.8.1 (the version pyproject.toml's `mutation` extra pins)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import mutmut.__main__ as mutmut_main
 from mutmut.configuration import config
+from mutmut.state import state
+from mutmut.stats import save_stats
 
 
 def generate(jobs: int) -> None:
@@ -35,16 +42,42 @@ def generate(jobs: int) -> None:
     mutmut_main.create_mutants(jobs)
 
 
+def pytest_in_workers(jobs: int, tests, **env) -> int:
+    """The selected tests (TESTS, or the configured ones) in the mutants' folder, over JOBS workers."""
+    cfg = config()
+    selection = list(tests) or list(cfg.pytest_add_cli_args_test_selection)
+    command = [sys.executable, "-m", "pytest", "--rootdir=.", "-q", "-rfE", "-p", "no:randomly"]
+    command += ["-n", str(jobs), *cfg.pytest_add_cli_args, *selection]
+    return subprocess.run(command, cwd="mutants", env={**os.environ, "PY_IGNORE_IMPORTMISMATCH": "1", **env}).returncode
+
+
+def spread_stats(jobs: int) -> int:
+    """mutmut's map of tests to functions and of each test's duration, made by pytest's workers."""
+    parts = Path("mutants", ".stats-parts").resolve()
+    shutil.rmtree(parts, ignore_errors=True)
+    parts.mkdir()
+    started = time.process_time(), time.monotonic()
+    code = pytest_in_workers(jobs, (), MUTANT_UNDER_TEST="stats", MUTATION_STATS_OUT=str(parts))
+    if code != 0:
+        print(f"mutation_driver: the tests failed unmutated (exit {code}): the map is not made", file=sys.stderr)
+        return code
+    for part in sorted(parts.glob("*.json")):
+        made = json.loads(part.read_text(encoding="utf-8"))
+        for function, tests in made["tests_by_function"].items():
+            state().tests_by_mangled_function_name[function] |= set(tests)
+        state().duration_by_test.update(made["durations"])
+    state().stats_time = time.monotonic() - started[1]
+    mutmut_main._refresh_change_detection_baseline()
+    save_stats()
+    print(f"mutation_driver: {len(state().duration_by_test)} tests mapped in {state().stats_time:.0f} s")
+    return 0
+
+
 def spread_clean_run(jobs: int):
     """run_clean_tests in pytest-xdist's workers: the same tests, unmutated, in the mutants' folder."""
 
     def run_clean_tests(tests) -> int:
-        cfg = config()
-        selection = list(tests) or list(cfg.pytest_add_cli_args_test_selection)
-        command = [sys.executable, "-m", "pytest", "--rootdir=.", "-x", "-q", "-p", "no:randomly"]
-        command += ["-n", str(jobs), *cfg.pytest_add_cli_args, *selection]
-        env = {**os.environ, "MUTANT_UNDER_TEST": "", "PY_IGNORE_IMPORTMISMATCH": "1"}
-        return subprocess.run(command, cwd="mutants", env=env).returncode
+        return pytest_in_workers(jobs, tests, MUTANT_UNDER_TEST="")
 
     return run_clean_tests
 
@@ -54,22 +87,21 @@ def main() -> int:
     ap.add_argument("step", choices=("generate", "stats", "run"))
     ap.add_argument("names", nargs="*", help="run: the mutants to test (default: every one not yet tested)")
     ap.add_argument("--jobs", type=int, default=2, help="mutants, and clean-run workers, side by side")
+    ap.add_argument("--no-clean", action="store_true", help="run: no clean run (the map was just made, by every test)")
     args = ap.parse_intermixed_args()
     if args.step == "run":
         real = mutmut_main.get_mutant_runner
 
         def runner(max_children: int = 1):
             made = real(max_children)
-            made.run_clean_tests = spread_clean_run(args.jobs)
+            made.run_clean_tests = (lambda tests: 0) if args.no_clean else spread_clean_run(args.jobs)
             return made
 
         mutmut_main.get_mutant_runner = runner
         mutmut_main._run(args.names, args.jobs)
         return 0
     generate(args.jobs)
-    if args.step == "stats":
-        mutmut_main.collect_or_load_stats(mutmut_main.get_mutant_runner(args.jobs))
-    return 0
+    return spread_stats(args.jobs) if args.step == "stats" else 0
 
 
 if __name__ == "__main__":

@@ -74,6 +74,36 @@ def pytest_sessionstart(session):
         os.environ[name] = str(fresh / name.lower())
 
 
+# --- the map of tests to functions, made in pytest-xdist's workers (mutation_driver.py stats) ---
+# mutmut makes it in one pytest process; over the whole suite that outlasts a call on the GPU host.
+# Each worker records, as mutmut's own stats collector does, the functions each test ran (its
+# subprocesses' included, in pytest_runtest_teardown above) and the test's duration, and writes
+# them to MUTATION_STATS_OUT at its end; the driver merges them into mutmut's stats file.
+_STATS_OUT = os.environ.get("MUTATION_STATS_OUT")
+_tests_by_function: dict[str, set[str]] = {}
+_durations: dict[str, float] = {}
+
+
+def _worker(config) -> str:
+    return getattr(config, "workerinput", {}).get("workerid", "main")  # pytest-xdist's name of it
+
+
+if _STATS_OUT and os.environ.get("MUTANT_UNDER_TEST") == "stats":
+    # mutation_site/sitecustomize.py took this process for a test's subprocess (it starts with
+    # "stats" set, which mutmut's own pytest process never does): its hits go to mutmut's table
+    from mutmut.mutation import trampoline
+    from mutmut.stats import record_trampoline_hit
+
+    trampoline.record_trampoline_hit = record_trampoline_hit
+
+if _STATS_OUT and os.environ.get("MUTATION_HITS"):
+    # a hits folder per worker, so that no worker reads another's reports: set as the plugin loads
+    # (pytest-xdist names the worker by then), before conftest.py or a test copies the environment
+    _own = Path(os.environ["MUTATION_HITS"]) / os.environ.get("PYTEST_XDIST_WORKER", "main")
+    _own.mkdir(parents=True, exist_ok=True)
+    os.environ["MUTATION_HITS"] = str(_own)
+
+
 def subprocess_hits() -> set[str]:
     """The functions the tests' `recipe ...` subprocesses ran since the last call, as they reported
     them at exit (mutation_site/sitecustomize.py); each report is read once."""
@@ -96,8 +126,31 @@ def pytest_runtest_teardown(item):
     subprocesses ran join them (only while mutmut maps: "stats")."""
     if os.environ.get("MUTANT_UNDER_TEST") != "stats":
         return
-    hits = subprocess_hits()
-    if hits:
-        from mutmut.state import state
+    from mutmut.state import state
 
-        state()._stats.update(hits)
+    state()._stats.update(subprocess_hits())
+    if _STATS_OUT:  # the map is this plugin's to make (no mutmut stats collector in this process)
+        for function in state()._stats:
+            _tests_by_function.setdefault(function, set()).add(item.nodeid)
+        state()._stats.clear()
+
+
+def pytest_runtest_logstart(nodeid, location):
+    if _STATS_OUT:
+        _durations[nodeid] = 0.0
+
+
+@pytest.hookimpl(tryfirst=True)  # a firstresult hook: pytest's own implementation ends the call
+def pytest_runtest_makereport(item, call):
+    if _STATS_OUT and call.when == "call":
+        _durations[item.nodeid] = _durations.get(item.nodeid, 0.0) + call.duration
+
+
+def pytest_sessionfinish(session):
+    # (pytest-xdist's controller runs no test: the map is its workers')
+    if _STATS_OUT and not session.config.pluginmanager.has_plugin("dsession"):
+        import json
+
+        made = {"tests_by_function": {k: sorted(v) for k, v in _tests_by_function.items()}, "durations": _durations}
+        path = Path(_STATS_OUT) / f"{_worker(session.config)}.json"
+        path.write_text(json.dumps(made), encoding="utf-8")
