@@ -289,6 +289,7 @@ def main() -> int:
         (work / "mutants").mkdir(exist_ok=True)
         shutil.copy2(args.stats, work / "mutants" / "mutmut-stats.json")
     made_here = False  # the map was made in this run: its pass over every test was the clean run
+    left_out: list[str] = []  # tests that failed unmutated in the copy, left out of the map
     if args.stats_out:
         returncode = driver("stats")
         made = work / "mutants" / "mutmut-stats.json"
@@ -296,6 +297,8 @@ def main() -> int:
             return failed(log, returncode, work)
         args.stats_out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(made, args.stats_out)
+        failing = work / "mutants" / "failed-unmutated.txt"
+        left_out = failing.read_text(encoding="utf-8").split() if failing.exists() else []
         print(f"mutation: map of tests to functions -> {args.stats_out} ({round(time.monotonic() - started)} s)")
         if not args.sample:
             return 0
@@ -346,6 +349,8 @@ def main() -> int:
         "score": score,
         "survivors": diffs(work, survivors, env),
     }
+    if left_out:
+        result["tests_left_out"] = left_out
     if drawn:  # what the draw estimates: each stratum's score and registry/'s, with their spread
         result["sample"] = sampling.estimate(everything, found, args.strata, equivalent_names(), module)
         result["verdicts"] = found

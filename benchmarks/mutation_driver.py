@@ -30,6 +30,8 @@ from mutmut.configuration import config
 from mutmut.state import state
 from mutmut.stats import save_stats
 
+FAILED_UNMUTATED = "mutants/failed-unmutated.txt"  # written by `stats`
+
 
 def generate(jobs: int) -> None:
     """mutmut's first step of `run`: the copy of the source with every function's mutants."""
@@ -58,18 +60,24 @@ def spread_stats(jobs: int) -> int:
     parts.mkdir()
     started = time.process_time(), time.monotonic()
     code = pytest_in_workers(jobs, (), MUTANT_UNDER_TEST="stats", MUTATION_STATS_OUT=str(parts))
-    if code != 0:
-        print(f"mutation_driver: the tests failed unmutated (exit {code}): the map is not made", file=sys.stderr)
-        return code
-    for part in sorted(parts.glob("*.json")):
-        made = json.loads(part.read_text(encoding="utf-8"))
-        for function, tests in made["tests_by_function"].items():
-            state().tests_by_mangled_function_name[function] |= set(tests)
-        state().duration_by_test.update(made["durations"])
+    made = [json.loads(part.read_text(encoding="utf-8")) for part in sorted(parts.glob("*.json"))]
+    if code not in (0, 1) or not made:  # 1: some tests failed, which are left out below
+        print(f"mutation_driver: pytest failed (exit {code}): the map is not made", file=sys.stderr)
+        return code or 1
+    # A test that fails unmutated cannot tell a mutant: it is left out of the map (mutmut then never
+    # runs it against one) and named, in FAILED_UNMUTATED and by benchmarks/mutation.py's results.
+    failed = sorted({test for part in made for test in part["failed"]})
+    Path(FAILED_UNMUTATED).write_text("".join(f"{test}\n" for test in failed), encoding="utf-8")
+    for part in made:
+        for function, tests in part["tests_by_function"].items():
+            state().tests_by_mangled_function_name[function] |= set(tests) - set(failed)
+        state().duration_by_test.update(part["durations"])
     state().stats_time = time.monotonic() - started[1]
     mutmut_main._refresh_change_detection_baseline()
     save_stats()
     print(f"mutation_driver: {len(state().duration_by_test)} tests mapped in {state().stats_time:.0f} s")
+    if failed:
+        print(f"mutation_driver: {len(failed)} tests fail unmutated and are left out: {', '.join(failed)}")
     return 0
 
 

@@ -56,6 +56,9 @@ def estimate(names, verdicts: dict[str, str], strata: list[str], equivalent, who
     rest = f"{whole} (the rest)"
     population = {s: len(m) for s, m in grouped(set(names) - set(equivalent), strata, rest).items()}
     tested = grouped([n for n, v in verdicts.items() if v not in NOT_TESTED], strata, rest)
+    # drawn but not reached before a time limit: mutmut tests the mutants with the fastest tests
+    # first, so these lean towards survivors; `floor` counts every one of them as one
+    unreached = grouped([n for n, v in verdicts.items() if v == "unchecked"], strata, rest)
     figures, total, mean, variance = {}, sum(population.values()), 0.0, 0.0
     for stratum, members in tested.items():
         caught = sum(verdicts[n] in CAUGHT for n in members)
@@ -67,6 +70,8 @@ def estimate(names, verdicts: dict[str, str], strata: list[str], equivalent, who
             "score": round(100 * caught / len(members), 1) if members else None,
             "low": low,
             "high": high,
+            "unreached": len(unreached[stratum]),
+            "floor": round(100 * caught / (len(members) + len(unreached[stratum])), 1) if members else None,
         }
         if members and population[stratum]:
             share = population[stratum] / total
@@ -84,6 +89,7 @@ def estimate(names, verdicts: dict[str, str], strata: list[str], equivalent, who
         "score": round(100 * mean, 1),
         "low": round(100 * (mean - half), 1),
         "high": round(100 * (mean + half), 1),
+        "unreached": sum(f["unreached"] for f in figures.values()),
     }
     return figures
 

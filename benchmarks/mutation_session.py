@@ -82,6 +82,7 @@ def pytest_sessionstart(session):
 _STATS_OUT = os.environ.get("MUTATION_STATS_OUT")
 _tests_by_function: dict[str, set[str]] = {}
 _durations: dict[str, float] = {}
+_failed: set[str] = set()  # tests that fail unmutated, in the copy (one that reads the mutated source's text)
 
 
 def _worker(config) -> str:
@@ -146,11 +147,20 @@ def pytest_runtest_makereport(item, call):
         _durations[item.nodeid] = _durations.get(item.nodeid, 0.0) + call.duration
 
 
+def pytest_runtest_logreport(report):
+    if _STATS_OUT and report.failed:
+        _failed.add(report.nodeid)
+
+
 def pytest_sessionfinish(session):
     # (pytest-xdist's controller runs no test: the map is its workers')
     if _STATS_OUT and not session.config.pluginmanager.has_plugin("dsession"):
         import json
 
-        made = {"tests_by_function": {k: sorted(v) for k, v in _tests_by_function.items()}, "durations": _durations}
+        made = {
+            "tests_by_function": {k: sorted(v) for k, v in _tests_by_function.items()},
+            "durations": _durations,
+            "failed": sorted(_failed),
+        }
         path = Path(_STATS_OUT) / f"{_worker(session.config)}.json"
         path.write_text(json.dumps(made), encoding="utf-8")

@@ -45,6 +45,8 @@ def test_the_whole_is_the_strata_weighted_by_their_mutants():
         "caught": 100,
         "score": 50.0,
         **dict(zip(("low", "high"), sampling.wilson(100, 200))),
+        "unreached": 100,  # drawn, not reached: counted as survivors, the floor is 100 of 300
+        "floor": 33.3,
     }
     assert figures["registry (the rest)"]["score"] == 50.0 and figures["registry (the rest)"]["low"] == 40.4
     whole = figures["registry"]
