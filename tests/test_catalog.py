@@ -442,3 +442,63 @@ def test_recipe_pages_in_a_browser(site, tmp_path):
         browse((out / rel).as_uri(), tmp_path, f"--screenshot={shot}", "--window-size=1280,900")
         assert shot.stat().st_size > 10_000
         print(f"screenshot: {shot}")
+
+
+def test_page_fragments_word_for_word_without_a_build():
+    """In-process, on hand-made entries: the page skeleton (its policy, tables and headings), the
+    results of two versions and of one recipe, the index's sort keys and the estimate's bars."""
+    from registry.compose import Recipe
+    from registry.sharing.site.collect import Catalog, Entry
+    from registry.sharing.site.pages import index_page, recipe_page
+    from registry.sharing.site.svg import bars
+
+    data = {"recipe": {"name": "exp/x"}, "train": {"micro_batch_size": 4}}
+    v1, v2 = (
+        Entry("team", "exp/x", n, "published", f"team:exp/x@{n}", recipe=Recipe("exp/x", data, {})) for n in (1, 2)
+    )
+    v1.results = [{"samples_per_s": 2.5e-05, "memory_fraction": 0.5, "date": "d1"}]
+    v2.results = [{"samples_per_s": 4.0, "memory_fraction": 0.6, "date": "d2"}]
+    v1.siblings = v2.siblings = [v1, v2]
+    v2.summary = "the second"
+    page, first = recipe_page(v2), recipe_page(v1)
+    assert "<p>the second</p>" in page and "<p></p>" not in first  # a summary only where there is one
+    none = "&#x27;none&#x27;"
+    assert f"img-src {none}; base-uri {none}; form-action {none}" in page  # the content security policy
+    assert "<table>" in page and "</table>" in page and "<h2>Run</h2>" in page
+    assert "<tr><th>source</th><td>team</td></tr>" in page
+    assert "global samples/s, across versions" in page
+    # each version's row: the page's own plain, the other linked
+    assert "<tr><td>@2</td><td>d2</td>" in page and '<tr><td><a href="x%401.html">@1</a></td><td>d1</td>' in page
+    alone = Entry("team", "exp/y", None, "free-standing", "team:exp/y", recipe=Recipe("exp/y", data, {}))
+    alone.results = [{"samples_per_s": 3.0, "date": "d"}, {"samples_per_s": 3.5, "date": "e"}]
+    assert "global samples/s, in the order recorded" in recipe_page(alone)
+    index = index_page(Catalog([v1, v2], 0))
+    assert '<td class="num" data-sort="2.5e-05">0.0</td>' in index and '<td class="num" data-sort="4">4.0</td>' in index
+    assert "Samples/s and memory fraction are each recipe's latest measurement (<code>results</code>).</p>" in index
+    chart = bars([("weights", 30.0), ("activations", 10.0)], capacity=80.0)
+    assert chart.startswith("<svg") and chart.endswith("</svg>")
+    # label_w 170, plot_w 390: the largest bar spans the plot, its label on its middle line; in the
+    # total, 30 of 80 GiB is 146.25 wide (shown to one place)
+    assert '<text x="164" y="17.0" text-anchor="end">weights</text><rect x="170" y="4.0" width="390.0"' in chart
+    assert '<rect x="170.0" y="64.0" width="146.2"' in chart and '<rect x="316.2" y="64.0" width="48.8"' in chart
+
+
+@pytest.mark.parametrize(
+    "section, axis, named",
+    [
+        ({"gpu": {"name": "H100"}, "gpus_per_node": 8, "nodes": 2}, "hardware", "2x8xH100"),
+        ({"gpu": {"name": "H100"}, "gpus_per_node": 8, "nodes": 1}, "hardware", "8xH100"),
+        ({"gpu": "A100", "gpus_per_node": 4}, "hardware", "4xA100"),
+        ({"gpus_per_node": 2}, "hardware", "cpu"),
+        ({"kind": "deepspeed", "zero_stage": 3, "offload": {"optimizer": "cpu"}}, "backend", "zero3-offload"),
+        ({"kind": "deepspeed", "zero_stage": 2, "offload": {"optimizer": "none"}}, "backend", "zero2"),
+        ({"kind": "fsdp", "version": 2}, "backend", "fsdp2"),
+        ({"kind": "fsdp", "sharding": "SHARD_GRAD_OP"}, "backend", "fsdp-grad-op"),
+        ({"type": "act"}, "policy", "act"),
+    ],
+)
+def test_a_published_recipes_axes_are_named_from_its_values(section, axis, named):
+    """A published file holds no parts: the catalog names its axes as the parts are spelt."""
+    from registry.sharing.site.collect import _described
+
+    assert _described({axis: section}, axis) == named

@@ -7,6 +7,7 @@ line, with nothing written outside the source and nothing remembered wrongly."""
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -96,8 +97,9 @@ def test_a_version_rewritten_with_its_hash_is_refused_until_accepted(tmp_path, t
     for argv in (["show", "exp/x@1"], ["show", "team-a:exp/x"], ["run", "exp/x@1", "--dry-run"]):
         r = run_cli(*argv, env=env, cwd=tmp_path)
         one_line_error(r)
-        assert "changed since this machine first saw it" in r.stderr and new[:12] in r.stderr
-        assert first["sha256"][:12] in r.stderr and "recipe source accept team-a exp/x@1" in r.stderr
+        assert "changed since this machine first saw it" in r.stderr
+        assert f"(sha256 {new[:12]} now, {first['sha256'][:12]} first seen)" in r.stderr  # 12 digits of each
+        assert "recipe source accept team-a exp/x@1" in r.stderr
     r = run_cli("validate", "--all", env=env)
     assert r.returncode != 0 and "exp/x@1" in r.stdout and "Traceback" not in r.stderr
     r = run_cli("source", "accept", "team-a", "exp/x@1", env=env)
@@ -128,7 +130,9 @@ def test_force_pushed_rewrite_is_refused_by_update(tmp_path, remote):
     before = (clone / ".git" / "HEAD").read_text(), sorted(p.name for p in clone.rglob("*.yaml"))
     r = run_cli("source", "update", "team-b", env=b)
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert "rewritten" in r.stderr  # the non-fast-forward is said
+    # the non-fast-forward is said, each commit by its first 12 digits
+    said = re.search(r"history was rewritten \(([0-9a-f]+) does not contain ([0-9a-f]+)\)", r.stderr)
+    assert said and len(said[1]) == len(said[2]) == 12, r.stderr
     assert "team-b:exp/x@1" in r.stderr and new[:12] in r.stderr and "--accept exp/x@1" in r.stderr
     assert yaml.safe_load(run_cli("show", "team-b:exp/x@1", env=b).stdout)["train"]["steps"] == 100  # not moved
     assert ((clone / ".git" / "HEAD").read_text(), sorted(p.name for p in clone.rglob("*.yaml"))) == before
