@@ -199,6 +199,11 @@ def test_refused_push_and_gone_remote_leave_nothing(tmp_path, remote):
             "Please make sure you have the correct access rights\nand the repository exists.\n",
             "git@host: Permission denied (publickey).",
         ),
+        (  # nothing before it to say why: the line itself
+            "fatal: Could not read from remote repository.\n\nPlease make sure you have the correct access rights\n"
+            "and the repository exists.\n",
+            "Could not read from remote repository.",
+        ),
         (
             "remote: error: GH006: Protected branch update failed for refs/heads/main.\nTo host:b.git\n"
             " ! [remote rejected] HEAD -> main (protected branch hook declined)\nerror: failed to push some refs\n",

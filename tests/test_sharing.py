@@ -11,6 +11,8 @@ import pytest
 import yaml
 from conftest import run_cli
 
+from registry.errors import RecipeError
+
 DATA = Path(__file__).parent / "data"
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "A",
@@ -128,6 +130,33 @@ def test_validate_all_reports_every_published_version_after_a_changed_one(tmp_pa
     changed, second = reports.values()
     assert "was changed after publishing" in str(changed.failure) and changed.exit_code == 1
     assert second.failure is None and second.exit_code == 0 and not second.problems
+
+
+def test_what_a_missing_version_changed_file_and_lost_index_say(tmp_path, team_a):
+    """Each refusal of a published name word for word: the versions there are, no source at all,
+    a changed file's two hashes (12 digits each) and the index to restore."""
+    import re
+
+    _, work, a = team_a
+    for steps in (10, 11):
+        r = run_cli("publish", "tiny/ddp/cpu", "recipe.name=exp/only", f"train.steps={steps}", "--to", "team-a", env=a)
+        assert r.returncode == 0, r.stderr
+    r = run_cli("show", "exp/only@7", env=a)
+    assert r.returncode == 2 and "team-a:exp/only has no version 7 (published: 1, 2)" in r.stderr, r.stderr
+    r = run_cli("show", "nothing/here@1", env=a)
+    assert r.returncode == 2 and "no source has published nothing/here@1" in r.stderr, r.stderr
+    first = work / "recipes" / "published" / "exp" / "only" / "1.yaml"
+    first.chmod(0o644)
+    first.write_text(first.read_text().replace("steps: 10", "steps: 12"))
+    r = run_cli("show", "team-a:exp/only@1", env=a)
+    said = re.search(r"was changed after publishing \(sha256 ([0-9a-f]+), index says ([0-9a-f]+)\)", r.stderr)
+    assert r.returncode != 0 and said and len(said[1]) == len(said[2]) == 12, r.stderr
+    (work / "recipes" / "index.yaml").unlink()
+    r = run_cli("show", "team-a:exp/only@2", env=a)
+    assert (
+        r.returncode != 0
+        and "restore index.yaml (e.g. git checkout -- index.yaml in the source); versions are never guessed" in r.stderr
+    ), r.stderr
 
 
 def test_concurrent_publishes_lose_nothing(tmp_path, team_a):
@@ -352,3 +381,12 @@ def test_a_lock_names_a_commit_only_for_committed_clean_files(tmp_path):
     (repo / ".git" / "index.lock").write_text("")  # the user's own git at work: asked, not blocked
     assert committed([a]) == head
     assert committed([tmp_path / "elsewhere.yaml"]) is None and committed([]) is None
+
+
+def test_a_url_that_reads_as_an_option_is_no_url(tmp_path):
+    from registry.sharing.git import clone
+
+    with pytest.raises(RecipeError) as e:
+        clone("--upload-pack=touch owned", tmp_path / "clone")
+    assert str(e.value) == "'--upload-pack=touch owned' is not a git URL (it reads as an option)"
+    assert not (tmp_path / "clone").exists() and not (tmp_path / "owned").exists()
