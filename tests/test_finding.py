@@ -343,3 +343,25 @@ def test_cp_binds_a_schema_that_travels_with_the_source(tmp_path, team):
     assert (tmp_path / "other" / "recipe.schema.json").read_text() == "{}" and not (
         tmp_path / "other" / "x.yaml"
     ).exists()
+
+
+def test_in_process_what_a_row_says_of_a_recipe_that_does_not_compose():
+    """The reasons of an invalid row (`recipe list`'s REASON column and JSON `reasons`), and which
+    three-segment names are cells, read in the test process."""
+    from registry.errors import RecipeError
+    from registry.names import Name
+    from registry.sharing.listing import _broken, _validated
+    from registry.sharing.sources import is_cell
+
+    status, reasons, files = _validated("nope/zero2/8xA100")
+    assert (status, files) == ("invalid", None) and reasons[0][0] == "compose"
+    assert reasons[0][1].startswith("unknown policy in nope/zero2/8xA100: 'nope'; known: act, ")
+    row = _broken("exp/x", "team", False, RecipeError("index.yaml: malformed"), None, "exp/x", target="team:exp/x")
+    assert (row.status, row.reasons, row.summary, row.target) == (
+        "invalid",
+        [("compose", "index.yaml: malformed")],
+        "index.yaml: malformed",
+        "team:exp/x",
+    )
+    assert is_cell(Name(("pi07", "zero2", "8xA100"))) and is_cell(Name(("tiny", "ddp", "2x8xH100")))
+    assert not is_cell(Name(("pi07", "zero2", "nope"))) and not is_cell(Name(("pi07", "zero2")))
