@@ -502,3 +502,38 @@ def test_a_published_recipes_axes_are_named_from_its_values(section, axis, named
     from registry.sharing.site.collect import _described
 
     assert _described({axis: section}, axis) == named
+
+
+def test_index_order_sources_and_summaries_and_stale_pages_in_process(tmp_path):
+    """Versions of a name in order whatever order they came in; an untuned cell's pages under the
+    first team source that supplies a part; a recipe's summary read from its values; a manifest
+    that names a page outside the site removes nothing."""
+    from dataclasses import replace
+
+    from registry.compose import Recipe
+    from registry.errors import RecipeError
+    from registry.sharing import listing
+    from registry.sharing.site import _remove_stale
+    from registry.sharing.site.collect import Catalog, Entry, _entry, _source
+    from registry.sharing.site.pages import index_page
+
+    data = {"recipe": {"name": "exp/x"}}
+    v1, v2 = (
+        Entry("team", "exp/x", n, "published", f"team:exp/x@{n}", recipe=Recipe("exp/x", data, {})) for n in (1, 2)
+    )
+    index = index_page(Catalog([v2, v1], 0))
+    assert index.index("x%401.html") < index.index("x%402.html")
+    row = replace(
+        listing._broken("a/b/c", "bundled", False, RecipeError("x"), None, "a/b/c"), parts_from=("bundled", "team-x")
+    )
+    assert _source(row) == "team-x" and _source(replace(row, parts_from=("bundled",))) == "bundled"
+    assert _source(replace(row, parts_from=(), source="team-y")) == "team-y"
+    cell = _entry("bundled", "tiny/ddp/cpu", None, "cell", "tiny/ddp/cpu", ("tiny", "ddp", "cpu"))
+    assert cell.summary and cell.summary == cell.recipe.data["recipe"]["summary"]
+    outside, site = tmp_path / "outside.html", tmp_path / "site"
+    outside.write_text("not the site's")
+    site.mkdir()
+    (site / "old.html").write_text("stale")
+    (site / ".recipe-catalog").write_text(f"{outside}\nold.html\n../outside.html\n")
+    _remove_stale(site, set())
+    assert outside.exists() and not (site / "old.html").exists()

@@ -365,3 +365,60 @@ def test_in_process_what_a_row_says_of_a_recipe_that_does_not_compose():
     )
     assert is_cell(Name(("pi07", "zero2", "8xA100"))) and is_cell(Name(("tiny", "ddp", "2x8xH100")))
     assert not is_cell(Name(("pi07", "zero2", "nope"))) and not is_cell(Name(("pi07", "zero2")))
+
+
+def test_the_schema_file_is_written_once_renewed_when_stale_and_never_over_a_foreign_file(tmp_path):
+    """What `recipe cp`, `import` and `schema -o` write beside a recipe file, in-process."""
+    from registry.errors import RecipeError
+    from registry.sharing.binding import schema_text, write_schema
+
+    path = tmp_path / "recipe.schema.json"
+    write_schema(path)
+    text = path.read_text()
+    assert text == schema_text() and text.startswith('{\n  "$comment": "written by recipe ')  # indented, marked
+    inode = path.stat().st_ino
+    write_schema(path)
+    assert path.stat().st_ino == inode  # the same text: not written again
+    stale = json.loads(text) | {"$comment": "written by recipe 0.0.1 (an older one)", "title": "old"}
+    path.write_text(json.dumps(stale))
+    write_schema(path)
+    assert path.read_text() == schema_text()  # an older version's file: renewed
+    path.write_text('{"title": "the team\'s own"}')
+    with pytest.raises(RecipeError, match="exists and is not a schema recipe wrote; not replaced"):
+        write_schema(path)
+    assert path.read_text() == '{"title": "the team\'s own"}'
+
+
+def test_source_rows_shadowed_names_and_accept_read_in_process(tmp_path, monkeypatch):
+    """`recipe source list`'s rows, the names one source shadows in another, and that the bundled
+    recipes are no source whose versions could be accepted."""
+    from registry.errors import RecipeError
+    from registry.sharing import manage
+
+    (tmp_path / "policy").mkdir()
+    (tmp_path / "policy" / "act.yaml").write_text("extends: [bundled:policy/act]\n")
+    monkeypatch.setenv("RECIPE_PATH", f"team-x={tmp_path}")
+    assert manage.winners() == [["policy/act", "team-x", "bundled"]]
+    assert manage.rows() == [["team-x", "path", str(tmp_path), ""], ["bundled", "bundled", str(ROOT / "recipes"), ""]]
+    with pytest.raises(RecipeError, match=r"^no source named 'bundled' \(hint: recipe source list\)$"):
+        manage.accept("bundled", ["tiny/ddp/cpu@1"])
+
+
+def test_the_status_cache_is_read_back_and_lives_in_the_users_cache(tmp_path, monkeypatch):
+    """`recipe list`'s statuses, kept between calls: a kept entry whose inputs are unchanged is
+    what the next call says (here a planted one), under XDG_CACHE_HOME, else ~/.cache."""
+    from registry.sharing.listing import _StatusCache
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    cache = _StatusCache()
+    assert cache.path.parent == tmp_path / "xdg" / "recipe" / "status"
+    assert cache.status("tiny/ddp/cpu") == ("valid", [])
+    cache.save()
+    kept = json.loads(cache.path.read_text())
+    assert set(kept) == {"key", "entries"} and kept["entries"]["tiny/ddp/cpu"]["status"] == "valid"
+    kept["entries"]["tiny/ddp/cpu"] |= {"status": "invalid", "reasons": [["planted", "read back"]]}
+    cache.path.write_text(json.dumps(kept))
+    assert _StatusCache().status("tiny/ddp/cpu") == ("invalid", [("planted", "read back")])
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert _StatusCache().path.parent == tmp_path / "home" / ".cache" / "recipe" / "status"
