@@ -51,6 +51,7 @@ TESTS: dict[str, list[str]] = {
         "tests/test_slurm.py",  # engines.py: the slurm, SkyPilot and Kubernetes files read back
         "tests/test_messages.py",
         "tests/test_estimate.py",  # checks.py's memory-fit
+        "tests/test_sharing.py",  # report.py: `recipe validate --all` over published versions
     ],
     "registry/resolve": [
         "tests/test_import_conflicts.py",
@@ -239,7 +240,9 @@ def main() -> int:
     ap.add_argument("--sample", type=int, help="test N mutants drawn at random from each stratum (--strata)")
     ap.add_argument("--strata", nargs="+", default=[], help="--sample: packages drawn from apart (the rest is one)")
     ap.add_argument("--seed", type=int, default=0, help="--sample: the draw's seed (default 0)")
-    ap.add_argument("--resume", type=Path, help="--sample: an earlier run's results; its verdicts stand")
+    ap.add_argument(
+        "--resume", type=Path, help="--sample: an earlier run's results: its mutants again, its verdicts stand"
+    )
     ap.add_argument(
         "--recheck", action="store_true", help="--resume: test that run's survivors again (after new tests)"
     )
@@ -308,11 +311,14 @@ def main() -> int:
         if driver("generate") != 0:
             return failed(log, None, work)
         everything = sorted(outcomes(work))
-        drawn = sampling.draw(everything, args.strata, args.sample, args.seed, equivalent_names())
-        earlier = sampling.verdicts_of(args.resume) if args.resume else {}
+        if args.resume:  # the same mutants as before (a name gone with its code is dropped), not a new draw
+            drawn = [n for n in sampling.drawn_of(args.resume) if n in set(everything)]
+            earlier = sampling.verdicts_of(args.resume)
+        else:
+            drawn = sampling.draw(everything, args.strata, args.sample, args.seed, equivalent_names())
         if args.recheck:
             earlier = {n: v for n, v in earlier.items() if v in sampling.CAUGHT}
-        todo = [n for n in drawn if n not in earlier]
+        todo = [n for n in drawn if n not in earlier and n not in equivalent_names()]
         print(f"mutation: {len(drawn)} of {len(everything)} mutants drawn, {len(todo)} to test", flush=True)
         returncode = driver("run", *(["--no-clean"] if made_here else []), *todo) if todo else 0
     else:

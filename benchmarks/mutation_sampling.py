@@ -55,6 +55,7 @@ def estimate(names, verdicts: dict[str, str], strata: list[str], equivalent, who
     """Each stratum's score over its tested mutants, and WHOLE's as the strata's weighted sum."""
     rest = f"{whole} (the rest)"
     population = {s: len(m) for s, m in grouped(set(names) - set(equivalent), strata, rest).items()}
+    verdicts = {n: v for n, v in verdicts.items() if n not in set(equivalent)}  # drawn before it was listed
     tested = grouped([n for n, v in verdicts.items() if v not in NOT_TESTED], strata, rest)
     # drawn but not reached before a time limit: mutmut tests the mutants with the fastest tests
     # first, so these lean towards survivors; `floor` counts every one of them as one
@@ -92,6 +93,11 @@ def estimate(names, verdicts: dict[str, str], strata: list[str], equivalent, who
         "unreached": sum(f["unreached"] for f in figures.values()),
     }
     return figures
+
+
+def drawn_of(path: Path) -> list[str]:
+    """The mutants an earlier sampled run drew (its results file), tested or not."""
+    return sorted(json.loads(Path(path).read_text(encoding="utf-8")).get("verdicts", {}))
 
 
 def verdicts_of(path: Path) -> dict[str, str]:

@@ -189,31 +189,3 @@ def test_the_paths_a_table_writes_from():
         ("hardware", "nodes"),
         ("hardware", "processes_per_node"),
     }
-
-
-def test_the_computed_rules_that_apply_to_a_recipe_are_those_whose_when_holds():
-    """registry.validate.applicable_rules: the rules of one computed check whose `when` holds, in
-    schema order (what resolve's not-applicable report and fields read)."""
-    from registry.compose import compose
-    from registry.validate import applicable_rules
-
-    expected = {
-        "pi07/zero2/8xA100": ["kubernetes-not-applicable", "opentau-not-applicable"],
-        "tiny/ddp/cpu": ["kubernetes-not-applicable", "builtin-not-applicable"],
-        "act/ddp/2xH100": [
-            "kubernetes-not-applicable",
-            "constant-scheduler-not-applicable",
-            "lerobot-not-applicable",
-            "lerobot-no-accumulation",
-            "lerobot-policy-dtype",
-            "lerobot-policy-checkpointing",
-            "lerobot-policy-compile",
-            "lerobot-policy-freeze",
-            "lerobot-policy-image-size",
-        ],
-    }
-    for cell, ids in expected.items():
-        data = compose(cell).data
-        assert [rule["id"] for rule in applicable_rules(data, "not-applicable")] == ids, cell
-        assert [rule["id"] for rule in applicable_rules(data, "memory-fit")] == ["memory-fit"], cell
-        assert applicable_rules(data, "wrap-classes-exist") == [], cell  # FSDP only

@@ -54,3 +54,10 @@ def test_the_whole_is_the_strata_weighted_by_their_mutants():
     # the rest was tested whole: only validate's draw spreads the estimate, by its weight (3/4)
     half = (figures["registry/validate"]["high"] - figures["registry/validate"]["low"]) / 2
     assert whole["high"] - 50.0 == pytest.approx(0.75 * half * (1 - 200 / 300) ** 0.5, abs=0.1)
+
+
+def test_a_mutant_listed_equivalent_after_the_draw_leaves_the_score():
+    verdicts = {n: "killed" for n in NAMES[:10]} | {NAMES[10]: "survived"}
+    figures = sampling.estimate(NAMES, verdicts, ["registry/validate"], equivalent={NAMES[10]})
+    shown = figures["registry/validate"]
+    assert (shown["mutants"], shown["tested"], shown["caught"], shown["score"]) == (299, 10, 10, 100.0)
