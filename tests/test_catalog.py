@@ -537,3 +537,41 @@ def test_index_order_sources_and_summaries_and_stale_pages_in_process(tmp_path):
     (site / ".recipe-catalog").write_text(f"{outside}\nold.html\n../outside.html\n")
     _remove_stale(site, set())
     assert outside.exists() and not (site / "old.html").exists()
+
+
+def test_recipe_page_heading_table_versions_and_estimate_in_process():
+    """The heading and facts table of a page, its versions list, the estimate's line, a total
+    above the GPU's memory drawn to scale, and the index's title and search box."""
+    from registry.compose import Recipe
+    from registry.sharing.site.collect import Catalog, Entry, _axes, _entry
+    from registry.sharing.site.pages import index_page, recipe_page
+    from registry.sharing.site.svg import bars
+
+    data = {"recipe": {"name": "exp/x"}}
+    v1, v2 = (
+        Entry("team", "exp/x", n, "published", f"team:exp/x@{n}", recipe=Recipe("exp/x", data, {})) for n in (1, 2)
+    )
+    v1.siblings = v2.siblings = [v1, v2]
+    v2.axes, v2.date = ("pi07", "zero2", "8xA100"), "2026-11-27"
+    page = recipe_page(v2)
+    assert page.startswith("<!DOCTYPE html>\n") and "<h1>team:exp/x@2</h1>" in page
+    assert "<tr><th>kind</th><td>published</td></tr>" in page and "<tr><th>tuned</th><td>no</td></tr>" in page
+    assert "<tr><th>policy / backend / hardware</th><td>pi07 / zero2 / 8xA100</td></tr>" in page
+    assert (
+        '<ul id="versions"><li><a href="x%401.html">team:exp/x@1</a> </li><li><b>team:exp/x@2</b> 2026-11-27</li></ul>'
+        in page
+    )
+    v2.tuned = True
+    assert "<tr><th>tuned</th><td>yes</td></tr>" in recipe_page(v2)
+    index = index_page(Catalog([v1, v2], 0))
+    assert "<title>Recipe catalog" in index and "\n</tbody></table>" in index
+    assert 'aria-label="filter recipes" autofocus> <span id="count" class="muted"></span></p>' in index
+    cell = _entry("bundled", "pi07/zero2/8xA100", None, "cell", "pi07/zero2/8xA100", ("pi07", "zero2", "8xA100"))
+    est = cell.estimate
+    assert f"<p>{est['describe']}, micro batch {est['micro_batch_size']}; peak in {est['phase']}</p>" in recipe_page(
+        cell
+    )
+    assert cell.axes == ("pi07", "zero2", "8xA100") and _axes(None, None) == ("", "", "")
+    # 100 GiB on an 80 GiB GPU: the total sets the scale (390 px), the GPU's line at 80% of it
+    over = bars([("weights", 60.0), ("activations", 40.0)], capacity=80.0)
+    assert 'width="234.0"' in over and 'width="156.0"' in over and '<line x1="482.0" x2="482.0"' in over

@@ -422,3 +422,13 @@ def test_the_status_cache_is_read_back_and_lives_in_the_users_cache(tmp_path, mo
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert _StatusCache().path.parent == tmp_path / "home" / ".cache" / "recipe" / "status"
+
+
+def test_parts_are_listed_with_their_summaries_in_process():
+    from registry.load import load_file
+    from registry.sharing.listing import parts
+
+    rows = parts()
+    act = load_file(ROOT / "recipes" / "policy" / "act.yaml").data["recipe"]["summary"]
+    assert ["policy", "act", act] in rows and act
+    assert {axis for axis, _, _ in rows} == {"policy", "backend", "hardware"}

@@ -102,8 +102,15 @@ def test_a_version_rewritten_with_its_hash_is_refused_until_accepted(tmp_path, t
         assert "recipe source accept team-a exp/x@1" in r.stderr
     r = run_cli("validate", "--all", env=env)
     assert r.returncode != 0 and "exp/x@1" in r.stdout and "Traceback" not in r.stderr
+    r = run_cli("source", "accept", "team-a", "exp/x@8", "exp/x@9", env=env)
+    assert "team-a has no published exp/x@8, exp/x@9 (hint: recipe history NAME)" in r.stderr
     r = run_cli("source", "accept", "team-a", "exp/x@1", env=env)
-    assert r.returncode == 0 and f"accepted sha256 {new[:12]}" in r.stdout, r.stderr
+    assert r.returncode == 0 and f"team-a:exp/x@1: accepted sha256 {new[:12]} (was {first['sha256'][:12]})" in r.stdout
+    # the record rewritten with the accepted hash, every line as it is read back
+    lines = [json.loads(line) for line in (tmp_path / "known-versions.jsonl").read_text().splitlines()]
+    assert [(d["version"], d["sha256"]) for d in lines] == [("exp/x@1", new)] and all(
+        set(d) == set(first) for d in lines
+    )
     assert yaml.safe_load(run_cli("show", "exp/x@1", env=env).stdout)["train"]["steps"] == 7
     for bad in (["nowhere", "exp/x@1"], ["team-a", "exp/x"], ["team-a", "exp/x@9"]):
         one_line_error(run_cli("source", "accept", *bad, env=env))
@@ -133,7 +140,8 @@ def test_force_pushed_rewrite_is_refused_by_update(tmp_path, remote):
     # the non-fast-forward is said, each commit by its first 12 digits
     said = re.search(r"history was rewritten \(([0-9a-f]+) does not contain ([0-9a-f]+)\)", r.stderr)
     assert said and len(said[1]) == len(said[2]) == 12, r.stderr
-    assert "team-b:exp/x@1" in r.stderr and new[:12] in r.stderr and "--accept exp/x@1" in r.stderr
+    assert "team-b:exp/x@1" in r.stderr and new[:12] in r.stderr
+    assert "(hint: if deliberate, recipe source update team-b --accept exp/x@1)" in r.stderr
     assert yaml.safe_load(run_cli("show", "team-b:exp/x@1", env=b).stdout)["train"]["steps"] == 100  # not moved
     assert ((clone / ".git" / "HEAD").read_text(), sorted(p.name for p in clone.rglob("*.yaml"))) == before
     # a teammate re-adding the source meets the same refusal

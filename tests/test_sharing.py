@@ -151,8 +151,12 @@ def test_what_a_missing_version_changed_file_and_lost_index_say(tmp_path, team_a
     r = run_cli("show", "team-a:exp/only@1", env=a)
     said = re.search(r"was changed after publishing \(sha256 ([0-9a-f]+), index says ([0-9a-f]+)\)", r.stderr)
     assert r.returncode != 0 and said and len(said[1]) == len(said[2]) == 12, r.stderr
+    (work / "recipes" / "index.yaml").write_text("versions: [1, 2]\n")
+    r = run_cli("show", "team-a:exp/only@2", env=a)
+    assert r.returncode != 0 and "error[index] malformed index.yaml: " in r.stderr, r.stderr
     (work / "recipes" / "index.yaml").unlink()
     r = run_cli("show", "team-a:exp/only@2", env=a)
+    assert "error[index-missing]" in r.stderr, r.stderr
     assert (
         r.returncode != 0
         and "restore index.yaml (e.g. git checkout -- index.yaml in the source); versions are never guessed" in r.stderr
