@@ -154,3 +154,23 @@ def test_a_failed_fix_is_undone_key_by_key():
     _restore(data, ("backend", "fsdp", "sharding"), "NO_SHARD")
     _restore(data, ("backend", "fsdp", "never"), MISSING)  # nothing to take away
     assert data == {"backend": {"fsdp": {"sharding": "NO_SHARD"}, "kind": "fsdp"}}
+
+
+def test_a_fix_where_nothing_was_set_and_where_a_section_is_no_mapping():
+    """A fix that adds a value says only which rule set it (nothing replaced); one whose way
+    passes through a value that is no mapping is not set (the schema reports that value)."""
+    from registry.validate.fixes import _settable, _try
+    from registry.validate.schemas import validator
+
+    rule = {
+        "id": "test-fix",
+        "require": {"required": ["a"], "properties": {"a": {"required": ["b"], "properties": {"b": {"const": 1}}}}},
+        "fix": {"a.b": 1},
+    }
+    data, origins = {"x": 1}, {}
+    assert _try(validator(), "policy.schema.json", rule, data, origins)
+    assert data == {"x": 1, "a": {"b": 1}} and origins == {
+        ("a", "b"): "schemas/policy.schema.json: fix of rule test-fix"
+    }
+    assert not _settable({"policy": "fp32"}, {}, ("policy", "dtype"))
+    assert not _settable({"a": {"b": 5}}, {}, ("a", "b", "c")) and _settable({"a": {}}, {}, ("a", "b", "c"))

@@ -28,6 +28,9 @@ YAML12 = "is text in a recipe (YAML 1.2)"
         ("1:30.5", ["number"], f"`1:30.5` {YAML12}, not a base-60 number; write 90.5"),
         ("1_0:00", ["integer"], f"`1_0:00` {YAML12}, not a base-60 number; write 600"),
         ("1:30:15", ["integer"], f"`1:30:15` {YAML12}, not a base-60 number; write 5415"),
+        # underscores YAML 1.1 allows where Python's int() does not (trailing, doubled)
+        ("1_:30", ["integer"], f"`1_:30` {YAML12}, not a base-60 number; write 90"),
+        ("1__0:00", ["integer"], f"`1__0:00` {YAML12}, not a base-60 number; write 600"),
         ("1:70", ["integer"], None),  # no base-60 digit is 70
         ("0x1F", ["integer"], f"`0x1F` {YAML12}; write 31"),
         ("-0x10", ["integer"], f"`-0x10` {YAML12}; write -16"),
@@ -259,3 +262,51 @@ SECTIONS = {"type": "object", "properties": {"train": {}, "policy": {}, "backend
 )
 def test_the_hint_of_each_missing_and_unknown_key(schema, instance, expected):
     assert hints_of(schema, instance) == expected
+
+
+def test_a_problem_over_two_values_is_reported_where_the_user_set_one():
+    """Two places: the command line's wins over the cell's file, and the path itself joins the
+    related ones so that both stay in the message (problems.locate)."""
+    from registry.compose import compose
+    from registry.validate.problems import locate
+
+    origins = compose("tiny/ddp/cpu", ["train.micro_batch_size=3"]).origins
+    related = (("train.micro_batch_size", "command line"),)
+    assert locate(("train", "steps"), related, origins) == (
+        "command line",
+        (("train.steps", "recipes/tiny/ddp/cpu.yaml:10:3"), ("train.micro_batch_size", "command line")),
+    )
+    same = (("train.lr", origins.get(("train", "steps"))),)  # one place only: there, as it is
+    assert locate(("train", "steps"), same, origins) == ("recipes/tiny/ddp/cpu.yaml:10:3", same)
+
+
+@pytest.mark.parametrize(
+    "cell, override, rule, hint",
+    [
+        (
+            "act/ddp/2xH100",
+            "policy.use_torch_compile=true",
+            "lerobot-policy-compile",
+            "remove it, or pass the policy's own option through policy.options; its default is False",
+        ),
+        (  # no default to name
+            "act/ddp/2xH100",
+            "policy.freeze_vision_encoder=true",
+            "lerobot-policy-freeze",
+            "remove it, or pass the policy's own option through policy.options",
+        ),
+        (
+            "tiny/ddp/cpu",
+            "trainer.lerobot.module=x",
+            "builtin-not-applicable",
+            "remove it, or use the trainer it belongs to; its default is 'lerobot.scripts.lerobot_train'",
+        ),
+    ],
+)
+def test_a_value_that_would_be_dropped_names_its_default_where_it_has_one(cell, override, rule, hint):
+    from registry.compose import compose
+    from registry.validate import validate
+
+    recipe = compose(cell, [override])
+    found = [(p.severity, p.hint) for p in validate(recipe.data, recipe.origins) if p.rule == rule]
+    assert found == [("error", hint)]

@@ -186,3 +186,17 @@ def test_forked_workers_write_every_verdict_they_hold(tmp_path):
         assert db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0] == 2 * len(paths)
     second = _validate_cli(cache, "-q", *paths)
     assert first[:2] == second[:2]
+
+
+def test_a_kept_problem_reads_back_with_its_unset_related_values(monkeypatch, tmp_path):
+    """A related value that is not set is kept as null and read back as None ("is not set"), not
+    the text "None"; and the verdicts' folder follows HOME when XDG_CACHE_HOME is unset."""
+    from registry.validate.verdicts import _problem, folder
+
+    kept = {"severity": "error", "rule": "r", "path": "a.b", "message": "m", "origin": None, "hint": None}
+    problem = _problem(kept | {"source": None, "related": [["c.d", None], ["e", "x.yaml:1:1"]]})
+    assert problem.related == (("c.d", None), ("e", "x.yaml:1:1"))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    for home in ("one", "two"):
+        monkeypatch.setenv("HOME", str(tmp_path / home))
+        assert folder() == tmp_path / home / ".cache" / "recipe" / "verdicts"
