@@ -92,6 +92,7 @@ def test_a_version_rewritten_with_its_hash_is_refused_until_accepted(tmp_path, t
     assert run_cli("publish", TINY, "recipe.name=exp/x", "train.steps=100", "--to", "team-a", env=env).returncode == 0
     assert yaml.safe_load(run_cli("show", "exp/x@1", env=env).stdout)["train"]["steps"] == 100
     first = json.loads((tmp_path / "known-versions.jsonl").read_text().splitlines()[0])
+    assert (tmp_path / "known-versions.jsonl").stat().st_mode & 0o777 == 0o600  # the user's own, from the first line
     assert first["version"] == "exp/x@1" and first["place"] == str(a.resolve())
     new = rewrite_version(a, "exp/x", 1, "steps: 100", "steps: 7")
     for argv in (["show", "exp/x@1"], ["show", "team-a:exp/x"], ["run", "exp/x@1", "--dry-run"]):

@@ -132,7 +132,10 @@ def remember(source, entries: dict[str, str], replace: bool = False) -> None:
             if replace and any(current.get((where, v)) not in (None, d) for v, d in entries.items()):
                 _rewrite(path, current, where, entries)
             elif new:
-                with open(path, "a", encoding="utf-8") as f:
+                # the user's own record, as _rewrite leaves it: another user must not add hashes to it
+                with os.fdopen(
+                    os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a", encoding="utf-8"
+                ) as f:
                     for version, digest in sorted(new.items()):
                         f.write(json.dumps({"place": where, "version": version, "sha256": digest}) + "\n")
                     f.flush()
