@@ -432,3 +432,19 @@ def test_parts_are_listed_with_their_summaries_in_process():
     act = load_file(ROOT / "recipes" / "policy" / "act.yaml").data["recipe"]["summary"]
     assert ["policy", "act", act] in rows and act
     assert {axis for axis, _, _ in rows} == {"policy", "backend", "hardware"}
+
+
+def test_a_copys_settings_and_meta_in_process(tmp_path):
+    """`recipe cp`'s body: SRC's settings as written when the cut reads back the same, else
+    written out plainly (an alias to an anchor in a section the copy drops); its meta: the name,
+    and SRC's tags but `tuned`."""
+    from registry.sharing.copying import _body, _meta
+
+    kept = tmp_path / "kept.yaml"
+    kept.write_text("# a recipe\nrecipe:\n  name: exp/a\n  tags: [tuned, fast]\ndefaults: &d\n  lr: 0.1\ntrain: *d\n")
+    assert _body(kept) == "defaults: &d\n  lr: 0.1\ntrain: *d\n"
+    assert _meta(kept, "exp/b") == {"name": "exp/b", "tags": ["fast"]}
+    cut = tmp_path / "cut.yaml"
+    cut.write_text("results: &r\n  - samples_per_s: 1\ntrain:\n  notes: *r\n")
+    assert _body(cut) == "train:\n  notes:\n  - samples_per_s: 1\n"
+    assert _meta(None, "exp/c") == {"name": "exp/c"} and _meta(cut, "exp/c") == {"name": "exp/c"}

@@ -394,3 +394,15 @@ def test_a_url_that_reads_as_an_option_is_no_url(tmp_path):
         clone("--upload-pack=touch owned", tmp_path / "clone")
     assert str(e.value) == "'--upload-pack=touch owned' is not a git URL (it reads as an option)"
     assert not (tmp_path / "clone").exists() and not (tmp_path / "owned").exists()
+
+
+def test_a_clone_makes_the_folders_above_it(tmp_path):
+    from registry.sharing.git import clone
+
+    repo = tmp_path / "repo"
+    git("init", "-q", str(repo), cwd=tmp_path)
+    (repo / "a.yaml").write_text("a: 1\n")
+    git("add", ".", cwd=repo)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start", cwd=repo)
+    clone(str(repo), tmp_path / "cache" / "git" / "team")
+    assert (tmp_path / "cache" / "git" / "team" / "a.yaml").read_text() == "a: 1\n"
