@@ -253,6 +253,10 @@ def main() -> int:
         help="make the map of tests to functions and write it here (then stop, unless --sample)",
     )
     args = ap.parse_args()
+    if not args.sample and (args.resume or args.strata):
+        ap.error("--resume and --strata go with --sample")
+    if args.recheck and not args.resume:
+        ap.error("--recheck goes with --resume (the run whose survivors to test again)")
 
     module = args.module.rstrip("/")
     if not (ROOT / module).exists() or not module.startswith("registry"):
