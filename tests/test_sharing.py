@@ -406,3 +406,22 @@ def test_a_clone_makes_the_folders_above_it(tmp_path):
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start", cwd=repo)
     clone(str(repo), tmp_path / "cache" / "git" / "team")
     assert (tmp_path / "cache" / "git" / "team" / "a.yaml").read_text() == "a: 1\n"
+
+
+def test_adding_a_source_records_its_scope_and_the_versions_it_offers_in_process(tmp_path, monkeypatch):
+    """`recipe source add`: the config's entry (rules are the source's own unless said so, and
+    the default is left unwritten), and every version the source offers remembered at first sight."""
+    from registry.sharing import config, manage, trust
+
+    folder = tmp_path / "team"
+    folder.mkdir()
+    r = run_cli("publish", "tiny/ddp/cpu", "recipe.name=exp/x", "--to", "team", env={"RECIPE_PATH": f"team={folder}"})
+    assert r.returncode == 0, r.stderr
+    monkeypatch.setenv("RECIPE_CONFIG", str(tmp_path / "sources.yaml"))
+    manage.add("own", str(folder))
+    manage.add("wide", str(folder), True)
+    assert config.entries() == [
+        {"name": "own", "path": str(folder)},
+        {"name": "wide", "path": str(folder), "rules": "everywhere"},
+    ]
+    assert [version for _, version in trust.known()] == ["exp/x@1"]  # one place, remembered once
