@@ -98,7 +98,10 @@ def test_a_version_rewritten_with_its_hash_is_refused_until_accepted(tmp_path, t
     for argv in (["show", "exp/x@1"], ["show", "team-a:exp/x"], ["run", "exp/x@1", "--dry-run"]):
         r = run_cli(*argv, env=env, cwd=tmp_path)
         one_line_error(r)
-        assert "changed since this machine first saw it" in r.stderr
+        assert (
+            "error[version-changed] published version team-a:exp/x@1 changed since this machine first saw it"
+            in r.stderr
+        )
         assert f"(sha256 {new[:12]} now, {first['sha256'][:12]} first seen)" in r.stderr  # 12 digits of each
         assert "recipe source accept team-a exp/x@1" in r.stderr
     r = run_cli("validate", "--all", env=env)

@@ -141,6 +141,9 @@ def test_what_a_missing_version_changed_file_and_lost_index_say(tmp_path, team_a
     for steps in (10, 11):
         r = run_cli("publish", "tiny/ddp/cpu", "recipe.name=exp/only", f"train.steps={steps}", "--to", "team-a", env=a)
         assert r.returncode == 0, r.stderr
+    index = yaml.safe_load((work / "recipes" / "index.yaml").read_text())["versions"]["exp/only"]
+    assert [list(entry) for entry in index] == [["version", "file", "sha256", "date", "summary"]] * 2  # in this order
+    assert index[0]["summary"] == "the built-in tiny policy under DDP on CPU (2 processes, gloo)"
     r = run_cli("show", "exp/only@7", env=a)
     assert r.returncode == 2 and "team-a:exp/only has no version 7 (published: 1, 2)" in r.stderr, r.stderr
     r = run_cli("show", "nothing/here@1", env=a)
@@ -151,6 +154,11 @@ def test_what_a_missing_version_changed_file_and_lost_index_say(tmp_path, team_a
     r = run_cli("show", "team-a:exp/only@1", env=a)
     said = re.search(r"was changed after publishing \(sha256 ([0-9a-f]+), index says ([0-9a-f]+)\)", r.stderr)
     assert r.returncode != 0 and said and len(said[1]) == len(said[2]) == 12, r.stderr
+    second = work / "recipes" / "published" / "exp" / "only" / "2.yaml"
+    second.chmod(0o644)
+    second.unlink()
+    r = run_cli("show", "team-a:exp/only@2", env=a)
+    assert f"{second}: error[hash-mismatch] published version team-a:exp/only@2 is missing" in r.stderr, r.stderr
     (work / "recipes" / "index.yaml").write_text("versions: [1, 2]\n")
     r = run_cli("show", "team-a:exp/only@2", env=a)
     assert r.returncode != 0 and "error[index] malformed index.yaml: " in r.stderr, r.stderr
