@@ -200,6 +200,10 @@ def diffs(work: Path, names: list[str], env: dict) -> dict[str, str]:
     return json.loads(done.stdout) if done.returncode == 0 else {n: "(diff unavailable)" for n in names}
 
 
+def _tested(verdict: str | None) -> str | None:
+    return None if verdict in (None, "unchecked") else verdict
+
+
 def run_logged(command: list[str], work: Path, env: dict, log: Path, limit: float | None) -> int | None:
     """COMMAND in WORK, its output appended to LOG; interrupted (SIGINT, as a user would) after LIMIT s."""
     with open(log, "ab") as sink:  # mutmut's spinner rewrites one line thousands of times: kept out of the terminal
@@ -310,14 +314,14 @@ def main() -> int:
         if not args.sample:
             return 0
         made_here = True
-    drawn, earlier = [], {}
+    drawn, earlier, kept = [], {}, {}  # kept: every verdict of the earlier run, a survivor's too
     if args.sample:
         if driver("generate") != 0:
             return failed(log, None, work)
         everything = sorted(outcomes(work))
         if args.resume:  # the same mutants as before (a name gone with its code is dropped), not a new draw
             drawn = [n for n in sampling.drawn_of(args.resume) if n in set(everything)]
-            earlier = sampling.verdicts_of(args.resume)
+            earlier = kept = sampling.verdicts_of(args.resume)
         else:
             drawn = sampling.draw(everything, args.strata, args.sample, args.seed, equivalent_names())
         if args.recheck:
@@ -331,7 +335,8 @@ def main() -> int:
     found = outcomes(work)
     if drawn:  # the draw alone, with the verdicts an earlier run of it found
         everything = list(found)
-        found = {n: earlier.get(n, found.get(n, "unchecked")) for n in drawn}
+        # a survivor to test again that the time limit left untested keeps its earlier verdict
+        found = {n: earlier.get(n) or _tested(found.get(n)) or kept.get(n, "unchecked") for n in drawn}
     if not any(s != "unchecked" for s in found.values()):
         return failed(log, returncode, work)
 
