@@ -164,7 +164,7 @@ def test_what_a_missing_version_changed_file_and_lost_index_say(tmp_path, team_a
     assert r.returncode != 0 and "error[index] malformed index.yaml: " in r.stderr, r.stderr
     (work / "recipes" / "index.yaml").unlink()
     r = run_cli("show", "team-a:exp/only@2", env=a)
-    assert "error[index-missing]" in r.stderr, r.stderr
+    assert "error[index-missing] source 'team-a' has published exp/only@1 but its index.yaml is missing" in r.stderr
     assert (
         r.returncode != 0
         and "restore index.yaml (e.g. git checkout -- index.yaml in the source); versions are never guessed" in r.stderr
@@ -433,3 +433,33 @@ def test_adding_a_source_records_its_scope_and_the_versions_it_offers_in_process
         {"name": "wide", "path": str(folder), "rules": "everywhere"},
     ]
     assert [version for _, version in trust.known()] == ["exp/x@1"]  # one place, remembered once
+
+
+@pytest.mark.parametrize(
+    "entry, where, said",
+    [
+        (
+            "  - file: f\n    version: 0\n    sha256: {sha}\n    date: d\n",
+            "5:5",
+            "exp/x: version 0 is not a number >= 1",
+        ),
+        (
+            "  - version: 1\n    file: f\n    sha256: abc\n    date: d\n",
+            "6:5",
+            "exp/x@1: sha256 'abc' is not 64 hex digits",
+        ),
+        ("  - version: 1\n    file: f\n    sha256: {sha}\n    date: 5\n", "7:5", "exp/x@1: date 5 is not text"),
+    ],
+)
+def test_a_malformed_index_entry_is_reported_at_its_field(tmp_path, monkeypatch, entry, where, said):
+    """In-process: the line of the field at fault, not of its entry (which starts on line 4)."""
+    from registry.sharing import sources, versions
+
+    index = tmp_path / "team" / "index.yaml"
+    index.parent.mkdir()
+    index.write_text("# an index\nversions:\n  exp/x:\n" + entry.replace("{sha}", "a" * 64))
+    monkeypatch.setenv("RECIPE_PATH", f"team={index.parent}")
+    (source,) = [s for s in sources.all_sources() if s.name == "team"]
+    with pytest.raises(RecipeError) as e:
+        versions.index(source)
+    assert e.value.render().startswith(f"{index}:{where}: error[index] malformed index.yaml: {said} (hint: ")
