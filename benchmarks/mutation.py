@@ -314,6 +314,7 @@ def main() -> int:
         if not args.sample:
             return 0
         made_here = True
+    listed = equivalent_names()  # equivalent.md, read once
     drawn, earlier, kept = [], {}, {}  # kept: every verdict of the earlier run, a survivor's too
     if args.sample:
         if driver("generate") != 0:
@@ -323,10 +324,10 @@ def main() -> int:
             drawn = [n for n in sampling.drawn_of(args.resume) if n in set(everything)]
             earlier = kept = sampling.verdicts_of(args.resume)
         else:
-            drawn = sampling.draw(everything, args.strata, args.sample, args.seed, equivalent_names())
+            drawn = sampling.draw(everything, args.strata, args.sample, args.seed, listed)
         if args.recheck:
             earlier = {n: v for n, v in earlier.items() if v in sampling.CAUGHT}
-        todo = [n for n in drawn if n not in earlier and n not in equivalent_names()]
+        todo = [n for n in drawn if n not in earlier and n not in listed]
         print(f"mutation: {len(drawn)} of {len(everything)} mutants drawn, {len(todo)} to test", flush=True)
         returncode = driver("run", *(["--no-clean"] if made_here else []), *todo) if todo else 0
     else:
@@ -340,7 +341,7 @@ def main() -> int:
     if not any(s != "unchecked" for s in found.values()):
         return failed(log, returncode, work)
 
-    equivalent = equivalent_names() & set(found)
+    equivalent = listed & set(found)
     counted = {n: s for n, s in found.items() if n not in equivalent and s not in ("skipped", "unchecked")}
     count = {
         s: sum(1 for v in counted.values() if v == s)
@@ -367,7 +368,7 @@ def main() -> int:
     if left_out:
         result["tests_left_out"] = left_out
     if drawn:  # what the draw estimates: each stratum's score and registry/'s, with their spread
-        result["sample"] = sampling.estimate(everything, found, args.strata, equivalent_names(), module)
+        result["sample"] = sampling.estimate(everything, found, args.strata, listed, module)
         result["verdicts"] = found
         result["score"] = score = result["sample"][module]["score"]  # the strata weighted, not the draw's mean
     out = args.out or RESULTS / (module.replace("/", ".").removesuffix(".py") + ".json")
