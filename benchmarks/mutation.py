@@ -55,6 +55,7 @@ TESTS: dict[str, list[str]] = {
     ],
     "registry/resolve": [
         "tests/test_import_conflicts.py",
+        "tests/test_import_reading.py",
         "tests/test_resolve.py",
         "tests/test_fields.py",
         "tests/test_kubernetes.py",

@@ -348,3 +348,60 @@ def test_a_cpu_recipe_hides_the_hosts_gpus_from_its_ranks():
     assert "CUDA_VISIBLE_DEVICES" not in resolve(compose("tiny/ddp/2xH100")).files["launch.sh"]
     own = resolve(compose("tiny/ddp/cpu", ["env.CUDA_VISIBLE_DEVICES=0"])).files["launch.sh"]
     assert hidden not in own and "export CUDA_VISIBLE_DEVICES=0" in own
+
+
+def test_the_trainers_environment_leads_its_path(tmp_path):
+    """trainer.env names a virtualenv (its bin/python) or an interpreter; launch.sh puts that
+    interpreter's folder first on PATH, so the trainer's own packages run."""
+    from registry.resolve.launch import trainer_python
+
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "python3.12").write_text("")
+    for env, python in [
+        (tmp_path / "venv", tmp_path / "venv" / "bin" / "python"),
+        (tmp_path / "python3.12", tmp_path / "python3.12"),
+        (tmp_path / "absent" / "python3", tmp_path / "absent" / "python3"),  # not built yet: still an interpreter
+        (tmp_path / "absent-venv", tmp_path / "absent-venv" / "bin" / "python"),
+    ]:
+        recipe = compose("act/ddp/8xA100", [f"trainer.env={env}"])
+        assert trainer_python(recipe.data) == str(python)
+        assert f'export PATH={python.parent}:"$PATH"' in resolve(recipe).files["launch.sh"]
+    assert trainer_python(compose("act/ddp/8xA100").data) is None
+    assert "export PATH=" not in resolve(compose("act/ddp/8xA100")).files["launch.sh"]
+
+
+def test_the_deepspeed_json_offloads_only_what_the_recipe_offloads():
+    """An offload block says where DeepSpeed moves states: it is written only for what is offloaded
+    (parameters under ZeRO-3 only), never as a device of none."""
+    zero = json.loads(bundle("pi07/zero2/8xA100").files["deepspeed.json"])["zero_optimization"]
+    assert not {k for k in zero if k.startswith("offload")}, zero
+    params = ["backend.offload.param=cpu", "backend.offload.optimizer=none"]
+    zero = json.loads(bundle("ref-1b/zero3-offload/8xA100", params).files["deepspeed.json"])["zero_optimization"]
+    assert "offload_optimizer" not in zero and zero["offload_param"]["device"] == "cpu"
+    zero = json.loads(bundle("ref-1b/zero3-offload/8xA100").files["deepspeed.json"])["zero_optimization"]
+    assert zero["offload_optimizer"]["device"] == "cpu"
+
+
+def test_the_lock_names_its_sources_with_keys_in_order():
+    text = bundle("pi07/zero2/8xA100").files["recipe.lock.yaml"]
+    top = [line.split(":")[0] for line in text.splitlines() if line[:1].isalpha()]
+    assert top == ["lock_version", "tool", "recipe", "overrides", "sources", "inputs", "outputs", "resolved"]
+    assert list(yaml.safe_load(text)["sources"]) == ["bundled"]
+
+
+def test_a_trainer_file_that_clashes_with_a_generated_one_is_refused(monkeypatch):
+    import registry.resolve as package
+    from registry.errors import RecipeError
+
+    real = package.invocation
+
+    def clashing(doc, ctx):
+        inv = real(doc, ctx)
+        inv.files["deepspeed.json"] = "{}"
+        return inv
+
+    monkeypatch.setattr(package, "invocation", clashing)
+    with pytest.raises(RecipeError) as raised:
+        bundle("pi07/zero2/8xA100")
+    assert str(raised.value) == "trainer file deepspeed.json clashes with a generated file"
+    assert raised.value.exit_code == 1
