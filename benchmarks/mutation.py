@@ -83,6 +83,7 @@ TESTS: dict[str, list[str]] = {
     "registry/compose": [
         "tests/test_overrides.py",
         "tests/test_compose.py",
+        "tests/test_compose_plan.py",
         "tests/test_catalog.py",
         "tests/test_hardware_names.py",
         "tests/test_load.py",
