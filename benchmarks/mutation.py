@@ -88,6 +88,32 @@ TESTS: dict[str, list[str]] = {
         "tests/test_hardware_names.py",
         "tests/test_load.py",
     ],
+    # registry/ as a whole: the rest (run, train, commands and the modules at the top) with these,
+    # the packages above joined from their own runs (--with)
+    "registry": [
+        "tests/test_run.py",
+        "tests/test_envlock.py",
+        "tests/test_train.py",
+        "tests/test_tune.py",
+        "tests/test_bench.py",
+        "tests/test_preflight.py",
+        "tests/test_preflight_host.py",
+        "tests/test_guards.py",
+        "tests/test_interval.py",
+        "tests/test_estimate.py",
+        "tests/test_policy_sizes.py",
+        "tests/test_lerobot_memory.py",
+        "tests/test_slurm.py",
+        "tests/test_node_lists.py",
+        "tests/test_cli.py",
+        "tests/test_completion.py",
+        "tests/test_messages.py",
+        "tests/test_json.py",
+        "tests/test_errors.py",
+        "tests/test_load.py",
+        "tests/test_names.py",
+        "tests/test_layout.py",
+    ],
     "registry/run": ["tests/test_run.py", "tests/test_guards.py", "tests/test_interval.py", "tests/test_bench.py"],
     "registry/estimate.py": ["tests/test_estimate.py"],
     "registry/validate/checker.py": ["tests/test_checker.py", "tests/test_team_rules.py", "tests/test_verdicts.py"],
@@ -252,6 +278,15 @@ def main() -> int:
     ap.add_argument(
         "--recheck", action="store_true", help="--resume: test that run's survivors again (after new tests)"
     )
+    ap.add_argument(
+        "--with",
+        dest="joined",
+        nargs="+",
+        type=Path,
+        default=[],
+        help="--sample: sampled runs of packages of MODULE (their results files): their draws and verdicts"
+        " stand for those packages, which are not drawn again; the score is MODULE's whole",
+    )
     ap.add_argument("--stats", type=Path, help="mutmut's map of tests to functions, made earlier by --stats-out")
     ap.add_argument(
         "--stats-out",
@@ -259,8 +294,15 @@ def main() -> int:
         help="make the map of tests to functions and write it here (then stop, unless --sample)",
     )
     args = ap.parse_args()
-    if not args.sample and (args.resume or args.strata):
-        ap.error("--resume and --strata go with --sample")
+    if not args.sample and (args.resume or args.strata or args.joined):
+        ap.error("--resume, --strata and --with go with --sample")
+    joined = {}  # package -> the results file of its own run
+    for path in args.joined:
+        try:
+            joined[json.loads(path.read_text(encoding="utf-8"))["module"]] = path
+        except (OSError, ValueError, KeyError) as e:
+            ap.error(f"--with {path}: not a results file of benchmarks/mutation.py ({e})")
+    args.strata = list(dict.fromkeys([*args.strata, *joined]))
     if args.recheck and not args.resume:
         ap.error("--recheck goes with --resume (the run whose survivors to test again)")
 
@@ -327,9 +369,17 @@ def main() -> int:
             earlier = kept = sampling.verdicts_of(args.resume)
         else:
             drawn = sampling.draw(everything, args.strata, args.sample, args.seed, listed)
+        if joined:  # those packages' own draws, tested with their own rows
+            drawn, verdicts = sampling.joined(drawn, everything, args.strata, joined)
+            earlier = kept = {**kept, **verdicts}
         if args.recheck:
             earlier = {n: v for n, v in earlier.items() if v in sampling.CAUGHT}
-        todo = [n for n in drawn if n not in earlier and n not in listed]
+        # a joined package's mutant its own run left untested stays so: these tests are not its row
+        todo = [
+            n
+            for n in drawn
+            if n not in earlier and n not in listed and sampling.stratum_of(n, args.strata, "") not in joined
+        ]
         print(f"mutation: {len(drawn)} of {len(everything)} mutants drawn, {len(todo)} to test", flush=True)
         returncode = driver("run", *(["--no-clean"] if made_here else []), *todo) if todo else 0
     else:

@@ -83,13 +83,16 @@ def estimate(names, verdicts: dict[str, str], strata: list[str], equivalent, who
             variance += share**2 * spread**2 * max(0.0, 1 - len(members) / population[stratum])
     half = Z * math.sqrt(variance)
     figures = {s: f for s, f in figures.items() if f["mutants"]}
+    if whole in figures and len(figures) == 1:  # one package, measured alone: it is the whole
+        return figures
     figures[whole if whole not in figures else f"{whole} (all)"] = {
         "mutants": total,
         "tested": sum(f["tested"] for f in figures.values()),
         "caught": sum(f["caught"] for f in figures.values()),
         "score": round(100 * mean, 1),
-        "low": round(100 * (mean - half), 1),
-        "high": round(100 * (mean + half), 1),
+        # the normal approximation of the weighted sum can pass a bound no score passes
+        "low": round(max(0.0, 100 * (mean - half)), 1),
+        "high": round(min(100.0, 100 * (mean + half)), 1),
         "unreached": sum(f["unreached"] for f in figures.values()),
     }
     return figures
@@ -104,3 +107,16 @@ def verdicts_of(path: Path) -> dict[str, str]:
     """The verdicts an earlier sampled run found (its results file), the untested ones left out."""
     found = json.loads(Path(path).read_text(encoding="utf-8")).get("verdicts", {})
     return {n: v for n, v in found.items() if v not in NOT_TESTED}
+
+
+def joined(drawn: list[str], names, strata: list[str], runs: dict[str, Path]) -> tuple[list[str], dict[str, str]]:
+    """DRAWN with each package of RUNS (package -> its sampled run's results file) drawn as that run
+    drew it, and those runs' verdicts: a whole from packages measured apart, each with its own tests.
+    A name the run drew that is gone from NAMES (its code changed since) is left out."""
+    present = set(names)
+    kept = [n for n in drawn if stratum_of(n, strata, "") not in runs]
+    verdicts: dict[str, str] = {}
+    for path in runs.values():
+        kept += [n for n in drawn_of(path) if n in present and n not in kept]
+        verdicts |= {n: v for n, v in verdicts_of(path).items() if n in present}
+    return sorted(kept), verdicts

@@ -61,3 +61,34 @@ def test_a_mutant_listed_equivalent_after_the_draw_leaves_the_score():
     figures = sampling.estimate(NAMES, verdicts, ["registry/validate"], equivalent={NAMES[10]})
     shown = figures["registry/validate"]
     assert (shown["mutants"], shown["tested"], shown["caught"], shown["score"]) == (299, 10, 10, 100.0)
+
+
+def test_one_package_measured_alone_is_its_own_whole():
+    verdicts = {n: "killed" for n in NAMES[:99]} | {NAMES[99]: "survived"}
+    figures = sampling.estimate(NAMES[:300], verdicts, ["registry/validate"], (), whole="registry/validate")
+    assert list(figures) == ["registry/validate"]
+    assert (figures["registry/validate"]["low"], figures["registry/validate"]["high"]) == sampling.wilson(99, 100)
+
+
+def test_the_weighted_whole_stays_within_0_and_100():
+    verdicts = {n: "killed" for n in NAMES[:20]} | {n: "killed" for n in NAMES[300:302]}
+    whole = sampling.estimate(NAMES, verdicts, ["registry/validate"], ())["registry"]
+    assert whole["score"] == 100.0 and whole["high"] == 100.0 and 0.0 <= whole["low"] < 100.0
+
+
+def test_packages_measured_apart_join_with_their_own_draws(tmp_path):
+    import json
+
+    run = tmp_path / "validate.json"
+    own = {
+        NAMES[0]: "killed",
+        NAMES[1]: "survived",
+        NAMES[2]: "unchecked",
+        "registry.validate.gone__mutmut_1": "killed",
+    }
+    run.write_text(json.dumps({"module": "registry/validate", "verdicts": own}))
+    drawn = sampling.draw(NAMES, ["registry/validate"], 5, seed=0)
+    names, verdicts = sampling.joined(drawn, NAMES, ["registry/validate"], {"registry/validate": run})
+    rest = [n for n in drawn if n.startswith("registry.run.")]
+    assert names == sorted([*NAMES[:3], *rest])  # validate's own three, the rest as drawn here
+    assert verdicts == {NAMES[0]: "killed", NAMES[1]: "survived"}  # untested and gone ones have none
