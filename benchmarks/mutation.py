@@ -293,6 +293,11 @@ def main() -> int:
         type=Path,
         help="make the map of tests to functions and write it here (then stop, unless --sample)",
     )
+    ap.add_argument(
+        "--no-clean",
+        action="store_true",
+        help="--stats: no clean run first (that map was made from this code, and its pass was one)",
+    )
     args = ap.parse_args()
     if not args.sample and (args.resume or args.strata or args.joined):
         ap.error("--resume, --strata and --with go with --sample")
@@ -359,7 +364,7 @@ def main() -> int:
             return 0
         made_here = True
     listed = equivalent_names()  # equivalent.md, read once
-    drawn, earlier, kept = [], {}, {}  # kept: every verdict of the earlier run, a survivor's too
+    drawn, earlier, kept, todo = [], {}, {}, []  # kept: every verdict of the earlier run, a survivor's too
     if args.sample:
         if driver("generate") != 0:
             return failed(log, None, work)
@@ -381,11 +386,13 @@ def main() -> int:
             if n not in earlier and n not in listed and sampling.stratum_of(n, args.strata, "") not in joined
         ]
         print(f"mutation: {len(drawn)} of {len(everything)} mutants drawn, {len(todo)} to test", flush=True)
-        returncode = driver("run", *(["--no-clean"] if made_here else []), *todo) if todo else 0
+        returncode = driver("run", *(["--no-clean"] if made_here or args.no_clean else []), *todo) if todo else 0
     else:
         returncode = driver("run")
     seconds = round(time.monotonic() - started, 1)
     found = outcomes(work)
+    if args.sample and todo and not any(_tested(found.get(n)) for n in todo):  # mutmut stopped before any
+        return failed(log, returncode, work)
     if drawn:  # the draw alone, with the verdicts an earlier run of it found
         everything = list(found)
         # a survivor to test again that the time limit left untested keeps its earlier verdict

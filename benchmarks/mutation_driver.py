@@ -49,7 +49,11 @@ def pytest_in_workers(jobs: int, tests, **env) -> int:
     cfg = config()
     selection = list(tests) or list(cfg.pytest_add_cli_args_test_selection)
     command = [sys.executable, "-m", "pytest", "--rootdir=.", "-q", "-rfE", "-p", "no:randomly"]
-    command += ["-n", str(jobs), *cfg.pytest_add_cli_args, *selection]
+    # the selection through a file of arguments (pytest's @FILE): a whole package's tests, one node
+    # id each, pass the kernel's limit on a command line
+    listed = Path("mutants", ".selection.txt")
+    listed.write_text("".join(f"{test}\n" for test in selection), encoding="utf-8")
+    command += ["-n", str(jobs), *cfg.pytest_add_cli_args, f"@{listed.name}"]
     return subprocess.run(command, cwd="mutants", env={**os.environ, "PY_IGNORE_IMPORTMISMATCH": "1", **env}).returncode
 
 

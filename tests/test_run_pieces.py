@@ -1,0 +1,159 @@
+"""Pieces of `recipe run`, `bench`, `tune` and the trainer, in-process and value by value: the
+pooled outcome of several launches, the bench table, the tune plot and progress lines, what the
+data preflight sees, the package probe, and checkpoint pruning. tests/test_run.py, test_tune.py
+and test_train.py run them whole."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from registry import view
+from registry.compose import compose
+from registry.run import bench, plot
+from registry.run.bench import Outcome
+from registry.run.tune import MEASURED, OOM, Candidate, Point, Search
+
+# --- bench ---------------------------------------------------------------------------------------
+
+
+def test_one_launch_is_its_own_outcome_and_several_pool_their_phases():
+    one = Outcome("a", samples_per_s=10.0, phase_peaks_gib={"forward": 2.0}, shares={"forward": 1.0}, rates=[[10.0]])
+    assert bench.repeated([one]) is one
+    two = Outcome("a", samples_per_s=12.0, phase_peaks_gib={"forward": 3.0}, shares={"forward": 0.5}, rates=[[12.0]])
+    pooled = bench.repeated([one, two])
+    assert pooled.phase_peaks_gib == {"forward": 3.0} and pooled.shares == {"forward": 0.75}
+    assert pooled.rates == [[10.0], [12.0]] and pooled.samples_per_s == 11.0
+
+
+def test_a_skipped_cell_is_a_row_of_dashes():
+    text = bench.report([Outcome("tiny/ddp/2xH100", skipped="no GPU here")])
+    row = next(line for line in text.splitlines() if line.startswith("tiny/ddp/2xH100 "))
+    assert set(row.split()[1:]) == {"-"} and len(row.split()) == 4 + len(bench.PHASES) + 2
+    assert "tiny/ddp/2xH100: skipped: no GPU here" in text
+
+
+# --- tune ----------------------------------------------------------------------------------------
+def measured(backend: str, micro: int, rate: float, gib: float = 3.0) -> Point:
+    return Point(Candidate(backend, micro, 16 // micro), MEASURED, samples_per_s=rate, peak_allocated_gib=gib)
+
+
+def test_the_plot_spans_its_micro_batches_and_keeps_every_mark_inside():
+    points = [measured("ddp", 1, 10.0), measured("ddp", 4, 30.0), measured("zero2", 2, 20.0)]
+    points.append(Point(Candidate("zero2", 8, 2), OOM))
+    text = plot.svg(points, 80.0, "x/y")
+    height = float(re.search(r'height="([\d.]+)"', text).group(1))
+    xs = sorted({float(x) for x in re.findall(r'<circle cx="([\d.]+)"', text)})
+    assert xs[0] == plot.MARGIN and xs[-1] < plot.WIDTH - plot.MARGIN  # 1 at the left; 8 (oom) at the right
+    assert max(float(y) for y in re.findall(r' y="([\d.]+)"', text)) < height  # the legend too
+    line = float(re.search(r'<line [^>]* y1="([\d.]+)"', text).group(1))
+    label = float(re.search(r'y="([\d.]+)" text-anchor="end" fill="#c00">GPU capacity 80 GiB', text).group(1))
+    assert label == line - 4  # the capacity's label sits on its line
+
+
+def noisy(rates: dict):
+    def measure(c: Candidate, warmup: int, steps: int) -> Point:
+        got = Point(c, MEASURED, peak_allocated_gib=2.0, peak_reserved_gib=2.0, launches=[rates[c.backend]])
+        got.samples_per_s = got.figure.median
+        return got
+
+    return measure
+
+
+def test_the_progress_says_each_run_and_a_pooled_figure_after_two_launches():
+    lines, logged = [], []
+    rates = {"ddp": [100.0, 101.0, 99.0], "zero2": [95.0, 96.0, 94.0]}
+    search = Search([Point(Candidate(b, 8, 2)) for b in rates], warmup=0, steps=3, tie_runs=2, progress=lines.append)
+    search.logged = logged.append
+    search.run(noisy(rates))
+    done = [line for line in lines if "running" not in line]
+    assert done[0].startswith("rung 0: ddp mb8x2: ") and ", peak 2.00 GiB" in done[0]
+    assert "over its launches" not in done[0]
+    assert any("over its launches" in line for line in done[2:])  # the second launch of one
+    assert [e["interval"] is not None for e in logged] == [True] * len(logged)
+    assert logged[0]["interval"] == noisy(rates)(Candidate("ddp", 8, 2), 0, 3).figure.json()
+
+
+def test_a_spent_budget_is_said():
+    lines, now = [], [0.0]
+
+    def measure(c, warmup, steps):
+        now[0] += 60
+        return noisy({"ddp": [10.0], "zero2": [20.0]})(c, warmup, steps)
+
+    points = [Point(Candidate(b, 4, 4)) for b in ("ddp", "zero2")]
+    Search(points, warmup=0, steps=1, budget_s=30, clock=lambda: now[0], progress=lines.append).run(measure)
+    assert lines[-1] == "budget spent: launching nothing more"
+
+
+def test_nothing_measured_has_no_verdict():
+    from registry.run import tune
+
+    assert tune.verdict(Search([], warmup=0, steps=1), None) == ""
+
+
+# --- the data preflight ------------------------------------------------------------------------
+def test_the_frame_a_policy_sees_is_its_crop_else_its_resize():
+    from registry.run.preflight import data
+    from registry.run.preflight.metadata import Camera, DatasetMeta
+
+    meta = DatasetMeta(Path("info.json"), 30.0, 10, 1000, (Camera("top", 480, 640),))
+    recipe = view.of(compose("act/ddp/8xA100").data)
+    assert data._pair([96, 128]) == (96, 128) and data._pair([96]) is None
+    assert data.frame_pixels(meta, data.Policy(recipe, {"resize_shape": [96, 128]})) == 96 * 128
+    assert data.frame_pixels(meta, data.Policy(recipe, {"crop_shape": [84, 84], "resize_shape": [96, 128]})) == 84 * 84
+    assert data.frame_pixels(meta, data.Policy(recipe, {})) == 480 * 640
+
+
+def test_a_history_longer_than_the_episodes_is_said_at_n_obs_steps():
+    from registry.run.preflight import data
+    from registry.run.preflight.metadata import DatasetMeta
+
+    meta = DatasetMeta(Path("info.json"), 30.0, 10, 50, ())  # 5 frames an episode
+    recipe = view.of(compose("act/ddp/8xA100", ["policy.n_obs_steps=8", "policy.chunk_size=4"]).data)
+    found = data.episode_length(meta, data.Policy(recipe, {}))
+    assert [f.path for f in found] == [("policy", "n_obs_steps")]
+
+
+# --- the package probe ---------------------------------------------------------------------------
+class Metadata:
+    """importlib.metadata's answers for the probe: versions by distribution name."""
+
+    class PackageNotFoundError(Exception):
+        pass
+
+    def __init__(self, versions: dict):
+        self.versions = versions
+
+    def version(self, name):
+        if name not in self.versions:
+            raise self.PackageNotFoundError(name)
+        return self.versions[name]
+
+    def distribution(self, name):
+        raise self.PackageNotFoundError(name)
+
+
+def test_the_nccl_wheel_torch_would_load_is_named():
+    from registry.run import probe
+
+    assert probe._nccl(Metadata({"nvidia-nccl-cu12": "2.27.3"})) == "2.27.3"
+    assert probe._nccl(Metadata({})) is None
+
+
+def test_a_requirement_without_a_specifier_is_met():
+    from registry.run import probe
+
+    assert probe._satisfies("1.0", "") is True and probe._satisfies("1.0", " ") is True
+    assert probe._satisfies("1.0", ">=2") is False and probe._satisfies("2.1", ">=2") is True
+
+
+# --- the trainer's checkpoints ------------------------------------------------------------------
+def test_pruning_keeps_the_newest_checkpoints_and_nothing_else_is_touched(tmp_path):
+    from registry.train import checkpoint
+
+    for name in ("000002", "000004", "000006", ".000008", "notes"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "000010").write_text("a file, not a checkpoint")
+    checkpoint._prune(tmp_path, keep=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".000008", "000004", "000006", "000010", "notes"]
