@@ -46,8 +46,12 @@ def test_a_published_version_is_one_frozen_layer(two_teams):
 def test_every_sources_published_names_are_suggested(two_teams):
     from registry.compose import known_names
 
+    for team, name in (("team-a", "exp/alpha"), ("team-b", "exp/beta")):  # names only an index holds
+        recipe = compose("tiny/ddp/cpu")
+        recipe.data["recipe"]["name"] = name
+        versions.publish(recipe, two_teams[team])
     names = known_names()
-    assert "pi07/zero2/8xA100" in names and "act/ddp/8xA100" in names
+    assert "exp/alpha" in names and "exp/beta" in names
 
 
 def test_a_swap_replaces_the_cells_part_not_what_the_part_extends():
