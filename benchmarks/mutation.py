@@ -65,6 +65,7 @@ TESTS: dict[str, list[str]] = {
     ],
     "registry/trainers": [
         "tests/test_trainer_adapters.py",
+        "tests/test_trainer_files.py",
         "tests/test_resolved_values.py",
         "tests/test_fields.py",
         "tests/test_import_faults.py",
