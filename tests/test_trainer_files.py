@@ -29,6 +29,8 @@ def test_opentau_train_comes_from_the_trainers_environment_unless_given_as_a_pat
     assert exec_line("pi07/zero2/8xA100", "trainer.env=/x/venv").startswith("exec /x/venv/bin/opentau-train ")
     given = exec_line("pi07/zero2/8xA100", "trainer.env=/x/venv", "trainer.opentau.program=/opt/bin/opentau-train")
     assert given.startswith("exec /opt/bin/opentau-train ")
+    relative = exec_line("pi07/zero2/8xA100", "trainer.env=/x/venv", "trainer.opentau.program=tools/opentau-train")
+    assert relative.startswith("exec tools/opentau-train ")  # a path of the team's, as given
     assert exec_line("pi07/zero2/8xA100").startswith("exec opentau-train ")
 
 
