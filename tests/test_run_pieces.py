@@ -157,3 +157,20 @@ def test_pruning_keeps_the_newest_checkpoints_and_nothing_else_is_touched(tmp_pa
     (tmp_path / "000010").write_text("a file, not a checkpoint")
     checkpoint._prune(tmp_path, keep=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".000008", "000004", "000006", "000010", "notes"]
+
+
+def test_the_tuned_file_extends_the_cell_with_the_picks_batch_and_its_measurement(tmp_path):
+    import yaml
+
+    from registry.run.tune import Target, report
+
+    doc = compose("tiny/zero2/cpu").data
+    outcome = Outcome("tiny/zero2/cpu", samples_per_s=50.0, micro_batch_size=4, gradient_accumulation_steps=2)
+    outcome.doc, outcome.rates, outcome.shares = doc, [[49.0, 50.0, 51.0]], {"forward": 1.0}
+    best = Point(Candidate("zero2", 4, 2), MEASURED, samples_per_s=50.0, peak_allocated_gib=0.5, launches=[[50.0]])
+    best.peak_reserved_gib, best.steps, best.outcome = 0.6, 3, outcome
+    path = report.write_overlay(tmp_path, Target("tiny/cpu", "tiny", "cpu"), best, "recipe tune tiny/cpu", None)
+    written = yaml.safe_load(path.read_text())
+    assert written["extends"] == ["tiny/zero2/cpu"] and written["recipe"]["name"] == "tuned/tiny/zero2/cpu"
+    assert written["train"] == {"micro_batch_size": 4, "gradient_accumulation_steps": 2}
+    assert written["results"][0]["gradient_accumulation_steps"] == 2 and written["results"][0]["steps"] == 3
