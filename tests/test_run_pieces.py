@@ -174,3 +174,16 @@ def test_the_tuned_file_extends_the_cell_with_the_picks_batch_and_its_measuremen
     assert written["extends"] == ["tiny/zero2/cpu"] and written["recipe"]["name"] == "tuned/tiny/zero2/cpu"
     assert written["train"] == {"micro_batch_size": 4, "gradient_accumulation_steps": 2}
     assert written["results"][0]["gradient_accumulation_steps"] == 2 and written["results"][0]["steps"] == 3
+
+
+def test_a_tune_that_measures_nothing_exits_1_and_leaves_its_table(tmp_path, monkeypatch, capsys):
+    from registry.run import tune
+
+    def failing(target, sets, folder, allow_mismatch):
+        return lambda c, warmup, steps: Point(c, tune.FAILED, reason="boom")
+
+    monkeypatch.setattr(tune, "measure_with_bench", failing)
+    args = ("tiny/cpu", [], ["ddp"], 8, None, 0, 1, str(tmp_path / "out"), None, False, "recipe tune tiny/cpu")
+    assert tune.main(*args) == 1
+    assert "recipe tune: nothing measured; see" in capsys.readouterr().err
+    assert (tmp_path / "out" / "table.txt").is_file() and not (tmp_path / "out" / "tuned.yaml").exists()
