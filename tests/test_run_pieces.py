@@ -187,3 +187,44 @@ def test_a_tune_that_measures_nothing_exits_1_and_leaves_its_table(tmp_path, mon
     assert tune.main(*args) == 1
     assert "recipe tune: nothing measured; see" in capsys.readouterr().err
     assert (tmp_path / "out" / "table.txt").is_file() and not (tmp_path / "out" / "tuned.yaml").exists()
+
+
+# --- where the data preflight looks for a dataset's info.json ----------------------------------
+def test_a_datasets_info_is_looked_for_at_its_root_else_its_revisions_snapshot(tmp_path):
+    import os
+
+    from registry.run.preflight.metadata import INFO, candidates, find
+
+    hub = tmp_path / "home" / "hub" / "datasets--org--set"
+    for snapshot in ("old", "new", "pinned"):
+        (hub / "snapshots" / snapshot).mkdir(parents=True)
+    os.utime(hub / "snapshots" / "old", (1, 1))
+    env = {"HF_LEROBOT_HOME": str(tmp_path / "home")}
+    cached = tmp_path / "home" / "org" / "set" / INFO
+    newest_first = [hub / "snapshots" / s / INFO for s in ("pinned", "new", "old")]
+    os.utime(hub / "snapshots" / "new", (2, 2))
+    os.utime(hub / "snapshots" / "pinned", (3, 3))
+    assert candidates({"repo_id": "org/set"}, tmp_path, env) == [cached, *newest_first]
+    (hub / "refs").mkdir()
+    (hub / "refs" / "v2.0").write_text("old\n")
+    (hub / "refs" / "main").write_text("new\n")
+    assert candidates({"repo_id": "org/set", "revision": "v2.0"}, tmp_path, env)[1:] == [
+        hub / "snapshots" / "old" / INFO
+    ]
+    assert candidates({"repo_id": "org/set"}, tmp_path, env)[1:] == [hub / "snapshots" / "new" / INFO]
+    # a root is taken from the folder the trainer runs in
+    (tmp_path / "run" / "data" / "meta").mkdir(parents=True)
+    (tmp_path / "run" / "data" / INFO).write_text(
+        '{"fps": 30, "total_episodes": 2, "total_frames": 100, "features": {}}'
+    )
+    assert find({"root": "data"}, tmp_path / "run", env).episodes == 2
+
+
+def test_bench_says_what_record_does(capsys):
+    import pytest
+
+    from registry import commands
+
+    with pytest.raises(SystemExit):
+        commands.main(["bench", "--help"])
+    assert "append the results, with provenance, to each recipe's own file" in " ".join(capsys.readouterr().out.split())
