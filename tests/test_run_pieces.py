@@ -228,3 +228,17 @@ def test_bench_says_what_record_does(capsys):
     with pytest.raises(SystemExit):
         commands.main(["bench", "--help"])
     assert "append the results, with provenance, to each recipe's own file" in " ".join(capsys.readouterr().out.split())
+
+
+def test_bench_records_the_command_as_typed(monkeypatch):
+    import sys
+
+    from registry import commands
+    from registry.run import bench as module
+
+    seen = []
+    monkeypatch.setattr(module, "main", lambda *args: seen.append(args[6]) or 0)
+    argv = ["recipe", "bench", "tiny/ddp/cpu", "train.steps=3", "--steps", "2"]
+    monkeypatch.setattr(sys, "argv", argv)
+    assert commands.main(argv[1:]) == 0
+    assert seen == ["recipe bench tiny/ddp/cpu train.steps=3 --steps 2"]
