@@ -114,6 +114,8 @@ TESTS: dict[str, list[str]] = {
         "tests/test_load.py",
         "tests/test_names.py",
         "tests/test_layout.py",
+        "tests/test_run_pieces.py",
+        "tests/test_command_outputs.py",
     ],
     "registry/run": ["tests/test_run.py", "tests/test_guards.py", "tests/test_interval.py", "tests/test_bench.py"],
     "registry/estimate.py": ["tests/test_estimate.py"],
