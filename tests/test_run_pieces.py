@@ -242,3 +242,12 @@ def test_bench_records_the_command_as_typed(monkeypatch):
     monkeypatch.setattr(sys, "argv", argv)
     assert commands.main(argv[1:]) == 0
     assert seen == ["recipe bench tiny/ddp/cpu train.steps=3 --steps 2"]
+
+
+def test_the_synthetic_data_phases_span_a_full_turn():
+    import torch
+
+    from registry.train.data import Synthetic
+
+    phase = Synthetic(compose("tiny/ddp/cpu").data, torch.device("cpu")).phase
+    assert 0.0 <= float(phase.min()) < 1.0 and 5.0 < float(phase.max()) < 6.28
