@@ -123,6 +123,9 @@ def test_two_real_ranks(runs, backend):
     stages = start["startup_s"]
     assert list(stages) == ["launcher", "interpreter", "imports", "accelerator", "model", "prepare"]
     assert all(0 <= v < 120 for v in stages.values()) and stages["imports"] > 0.1, stages
+    assert any(v != int(v) for v in stages.values()), stages  # to the millisecond, not whole seconds
+    saved = [r for r in records(whole) if r.get("event") == "checkpoint"]
+    assert saved and all(r["path"] == f"checkpoints/{r['step']:06d}" for r in saved), saved
     assert records(whole)[-1]["event"] == "end" and records(whole)[-1]["time"] > 0
     assert start["distributed_type"] == ("MULTI_CPU" if backend == "ddp" else "DEEPSPEED")
     first, second = (set(r["first_batch"]) for r in start["ranks"])
