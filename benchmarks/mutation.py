@@ -437,7 +437,8 @@ def main() -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     for stratum, figures in result.get("sample", {}).items():
-        print(f"  {stratum}: {figures['score']}% ({figures['low']} to {figures['high']}) of {figures['tested']}")
+        said = "no score" if figures["score"] is None else f"{figures['score']}%"  # nothing of it tested
+        print(f"  {stratum}: {said} ({figures['low']} to {figures['high']}) of {figures['tested']}")
     print(
         f"{module}: score {score}% | killed {count['killed']} | survived {count['survived']} | "
         f"timeouts {count['timeout']} | no tests {count['no_tests']} | equivalent {len(equivalent)} | "

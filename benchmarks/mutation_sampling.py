@@ -85,14 +85,17 @@ def estimate(names, verdicts: dict[str, str], strata: list[str], equivalent, who
     figures = {s: f for s, f in figures.items() if f["mutants"]}
     if whole in figures and len(figures) == 1:  # one package, measured alone: it is the whole
         return figures
+    # a stratum with no mutant tested says nothing: the whole is then only bounded, by that
+    # stratum's share caught in full (high) or not at all (low)
+    blind = sum(f["mutants"] for f in figures.values() if not f["tested"]) / total if total else 0.0
     figures[whole if whole not in figures else f"{whole} (all)"] = {
         "mutants": total,
         "tested": sum(f["tested"] for f in figures.values()),
         "caught": sum(f["caught"] for f in figures.values()),
-        "score": round(100 * mean, 1),
+        "score": None if blind else round(100 * mean, 1),
         # the normal approximation of the weighted sum can pass a bound no score passes
         "low": round(max(0.0, 100 * (mean - half)), 1),
-        "high": round(min(100.0, 100 * (mean + half)), 1),
+        "high": round(min(100.0, 100 * (mean + blind + half)), 1),
         "unreached": sum(f["unreached"] for f in figures.values()),
     }
     return figures

@@ -92,3 +92,9 @@ def test_packages_measured_apart_join_with_their_own_draws(tmp_path):
     rest = [n for n in drawn if n.startswith("registry.run.")]
     assert names == sorted([*NAMES[:3], *rest])  # validate's own three, the rest as drawn here
     assert verdicts == {NAMES[0]: "killed", NAMES[1]: "survived"}  # untested and gone ones have none
+
+
+def test_a_whole_with_a_package_not_tested_is_only_bounded():
+    verdicts = {n: "killed" for n in NAMES[:30]}  # validate tested, the rest (a quarter) not at all
+    whole = sampling.estimate(NAMES, verdicts, ["registry/validate"], ())["registry"]
+    assert whole["score"] is None and whole["low"] < 75.0 and whole["high"] == 100.0
