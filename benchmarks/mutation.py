@@ -235,6 +235,15 @@ def _tested(verdict: str | None) -> str | None:
     return None if verdict in (None, "unchecked") else verdict
 
 
+def _again(verdict: str | None, before: str | None) -> str:
+    """A mutant's verdict after it was tested again: the new one, unless the tests did not reach it
+    (or were not run) and it had one before."""
+    now = _tested(verdict)
+    if now is None or (now == "no_tests" and before):
+        return before or "unchecked"
+    return now
+
+
 def run_logged(command: list[str], work: Path, env: dict, log: Path, limit: float | None) -> int | None:
     """COMMAND in WORK, its output appended to LOG; interrupted (SIGINT, as a user would) after LIMIT s."""
     with open(log, "ab") as sink:  # mutmut's spinner rewrites one line thousands of times: kept out of the terminal
@@ -399,7 +408,8 @@ def main() -> int:
     if drawn:  # the draw alone, with the verdicts an earlier run of it found
         everything = list(found)
         # a survivor to test again that the time limit left untested keeps its earlier verdict
-        found = {n: earlier.get(n) or _tested(found.get(n)) or kept.get(n, "unchecked") for n in drawn}
+        # and one that the tests given now do not reach (a recheck with --tests) keeps it too
+        found = {n: earlier.get(n) or _again(found.get(n), kept.get(n)) for n in drawn}
     if not any(s != "unchecked" for s in found.values()):
         return failed(log, returncode, work)
 

@@ -17,11 +17,12 @@ from registry.sharing import sources, versions
 
 @pytest.fixture
 def two_teams(tmp_path, monkeypatch):
-    """Two folder sources on RECIPE_PATH, each with pi07/zero2/8xA100@1 published."""
+    """Two folder sources on RECIPE_PATH: pi07/zero2/8xA100@1 in team-a, @1 and @2 in team-b."""
     for team in ("team-a", "team-b"):
         (tmp_path / team).mkdir()
     monkeypatch.setenv("RECIPE_PATH", f"team-a={tmp_path / 'team-a'}:team-b={tmp_path / 'team-b'}")
-    for source in sources.all_sources()[:2]:
+    team_a, team_b = sources.all_sources()[:2]
+    for source in (team_a, team_b, team_b):  # team-b has a version 2 that team-a has not
         versions.publish(compose("pi07/zero2/8xA100"), source)
 
 
@@ -30,8 +31,8 @@ def test_an_at_sign_completes_published_versions_of_the_source_named(two_teams):
     from registry.commands.completion import _names
 
     assert _names("team-a:pi07/zero2/8xA100@") == ["team-a:pi07/zero2/8xA100@1"]
-    assert _names("team-b:pi07/zero2/8xA100@") == ["team-b:pi07/zero2/8xA100@1"]
-    assert {"pi07/zero2/8xA100@1"} == set(_names("pi07/zero2/8xA100@"))
+    assert _names("team-b:pi07/zero2/8xA100@") == ["team-b:pi07/zero2/8xA100@1", "team-b:pi07/zero2/8xA100@2"]
+    assert {"pi07/zero2/8xA100@1", "pi07/zero2/8xA100@2"} == set(_names("pi07/zero2/8xA100@"))
 
 
 def test_the_zsh_script_offers_the_top_options(capsys):

@@ -98,3 +98,12 @@ def test_a_whole_with_a_package_not_tested_is_only_bounded():
     verdicts = {n: "killed" for n in NAMES[:30]}  # validate tested, the rest (a quarter) not at all
     whole = sampling.estimate(NAMES, verdicts, ["registry/validate"], ())["registry"]
     assert whole["score"] is None and whole["low"] < 75.0 and whole["high"] == 100.0
+
+
+def test_a_verdict_tested_again_keeps_the_earlier_one_where_the_tests_did_not_reach():
+    import mutation
+
+    assert mutation._again("killed", "survived") == "killed"
+    assert mutation._again("no_tests", "survived") == "survived"  # a recheck's narrower tests
+    assert mutation._again("no_tests", None) == "no_tests"  # never tested: no tests reach it
+    assert mutation._again("unchecked", "survived") == "survived" and mutation._again(None, None) == "unchecked"
