@@ -306,6 +306,11 @@ def main() -> int:
         help="make the map of tests to functions and write it here (then stop, unless --sample)",
     )
     ap.add_argument(
+        "--estimate-only",
+        action="store_true",
+        help="--sample: test nothing; the score of the verdicts given (--resume, --with), those untested left out",
+    )
+    ap.add_argument(
         "--no-clean",
         action="store_true",
         help="--stats: no clean run first (that map was made from this code, and its pass was one)",
@@ -388,7 +393,9 @@ def main() -> int:
             drawn = sampling.draw(everything, args.strata, args.sample, args.seed, listed)
         if joined:  # those packages' own draws, tested with their own rows
             drawn, verdicts = sampling.joined(drawn, everything, args.strata, joined)
-            earlier = kept = {**kept, **verdicts}
+            # a joined package's verdicts are its own run's alone, not those --resume carried
+            own = {n: v for n, v in kept.items() if sampling.stratum_of(n, args.strata, "") not in joined}
+            earlier = kept = {**own, **verdicts}
         if args.recheck:
             earlier = {n: v for n, v in earlier.items() if v in sampling.CAUGHT}
         # a joined package's mutant its own run left untested stays so: these tests are not its row
@@ -397,6 +404,8 @@ def main() -> int:
             for n in drawn
             if n not in earlier and n not in listed and sampling.stratum_of(n, args.strata, "") not in joined
         ]
+        if args.estimate_only:
+            todo = []
         print(f"mutation: {len(drawn)} of {len(everything)} mutants drawn, {len(todo)} to test", flush=True)
         returncode = driver("run", *(["--no-clean"] if made_here or args.no_clean else []), *todo) if todo else 0
     else:
