@@ -392,10 +392,8 @@ def main() -> int:
         else:
             drawn = sampling.draw(everything, args.strata, args.sample, args.seed, listed)
         if joined:  # those packages' own draws, tested with their own rows
-            drawn, verdicts = sampling.joined(drawn, everything, args.strata, joined)
-            # a joined package's verdicts are its own run's alone, not those --resume carried
-            own = {n: v for n, v in kept.items() if sampling.stratum_of(n, args.strata, "") not in joined}
-            earlier = kept = {**own, **verdicts}
+            drawn, earlier = sampling.joined(drawn, everything, args.strata, joined, kept)
+            kept = earlier
         if args.recheck:
             earlier = {n: v for n, v in earlier.items() if v in sampling.CAUGHT}
         # a joined package's mutant its own run left untested stays so: these tests are not its row

@@ -112,14 +112,17 @@ def verdicts_of(path: Path) -> dict[str, str]:
     return {n: v for n, v in found.items() if v not in NOT_TESTED}
 
 
-def joined(drawn: list[str], names, strata: list[str], runs: dict[str, Path]) -> tuple[list[str], dict[str, str]]:
+def joined(
+    drawn: list[str], names, strata: list[str], runs: dict[str, Path], earlier: dict[str, str] | None = None
+) -> tuple[list[str], dict[str, str]]:
     """DRAWN with each package of RUNS (package -> its sampled run's results file) drawn as that run
-    drew it, and those runs' verdicts: a whole from packages measured apart, each with its own tests.
-    A name the run drew that is gone from NAMES (its code changed since) is left out."""
+    drew it, and the verdicts: EARLIER's outside those packages, each run's own inside them (a whole
+    from packages measured apart, each with its own tests). A name a run drew that is gone from
+    NAMES (its code changed since) is left out."""
     present = set(names)
-    kept = [n for n in drawn if stratum_of(n, strata, "") not in runs]
-    verdicts: dict[str, str] = {}
+    chosen = {n for n in drawn if stratum_of(n, strata, "") not in runs}
+    verdicts = {n: v for n, v in (earlier or {}).items() if stratum_of(n, strata, "") not in runs}
     for path in runs.values():
-        kept += [n for n in drawn_of(path) if n in present and n not in kept]
+        chosen |= {n for n in drawn_of(path) if n in present}
         verdicts |= {n: v for n, v in verdicts_of(path).items() if n in present}
-    return sorted(kept), verdicts
+    return sorted(chosen), verdicts
