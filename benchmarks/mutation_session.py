@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -51,10 +52,10 @@ def memo_tables(path: str) -> frozenset[str]:
     return frozenset(names)
 
 
-def forget_memos() -> None:
-    """Empties every cache and memo table of the copy's own modules (registry, tests)."""
+def forget_memos(package: str | None = None) -> None:
+    """Empties every cache and memo table of the copy's own modules (registry, tests), or of PACKAGE's."""
     for module in list(sys.modules.values()):
-        if not _ours(module):
+        if not _ours(module) or (package and module.__name__.split(".")[0] != package):
             continue
         tables = memo_tables(module.__file__)
         for name, value in list(vars(module).items()):
@@ -62,6 +63,27 @@ def forget_memos() -> None:
                 value.cache_clear()
             elif name in tables and isinstance(value, (dict, set)):
                 value.clear()
+
+
+def forget_between_tests() -> None:
+    """The package's memos, in memory and the verdicts it keeps on disk (which hold what the fixes
+    decided): a test then runs every function it needs, not only those no earlier test of the
+    worker already ran and memoised."""
+    forget_memos("registry")
+    verdicts = sys.modules.get("registry.validate.verdicts")
+    if verdicts is not None:
+        verdicts.close()
+        shutil.rmtree(verdicts.folder(), ignore_errors=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """While the map is made ("stats"), each test starts without the memos of the tests before it.
+    Otherwise a function that an earlier test of the same worker ran, and memoised, is not mapped to
+    the later tests that would catch its mutants; mutmut then never runs them against those mutants,
+    which survive untested (docs/mutation.md, "What makes it honest")."""
+    if os.environ.get("MUTANT_UNDER_TEST") == "stats":
+        forget_between_tests()
 
 
 def pytest_sessionstart(session):
