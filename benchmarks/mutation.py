@@ -52,6 +52,7 @@ TESTS: dict[str, list[str]] = {
         "tests/test_messages.py",
         "tests/test_estimate.py",  # checks.py's memory-fit
         "tests/test_sharing.py",  # report.py: `recipe validate --all` over published versions
+        "tests/test_validate_pieces.py",
     ],
     "registry/resolve": [
         "tests/test_import_conflicts.py",
@@ -62,6 +63,8 @@ TESTS: dict[str, list[str]] = {
         "tests/test_skypilot.py",
         "tests/test_roundtrip.py",
         "tests/test_resolved_values.py",
+        "tests/test_resolve_pieces.py",
+        "tests/test_slurm.py",  # launch.py's sbatch file
     ],
     "registry/trainers": [
         "tests/test_trainer_adapters.py",

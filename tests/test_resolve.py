@@ -9,6 +9,7 @@ import pytest
 import yaml
 from conftest import bundled_matrix, run_cli
 
+from registry import __version__
 from registry.compose import compose
 from registry.resolve import resolve
 
@@ -382,13 +383,22 @@ def test_the_deepspeed_json_offloads_only_what_the_recipe_offloads(tmp_path):
     assert "offload_optimizer" not in zero and zero["offload_param"]["device"] == "cpu"
     zero = json.loads(bundle("ref-1b/zero3-offload/8xA100").files["deepspeed.json"])["zero_optimization"]
     assert zero["offload_optimizer"]["device"] == "cpu"
+    # each block with the pinning the recipe asks for, written by the command (the table's own process)
+    assert run_cli("resolve", "ref-1b/zero3-offload/8xA100", "-o", str(tmp_path / "offload")).returncode == 0
+    zero = json.loads((tmp_path / "offload" / "deepspeed.json").read_text())["zero_optimization"]
+    assert zero["offload_optimizer"] == zero["offload_param"] == {"device": "cpu", "pin_memory": True}
 
 
 def test_the_lock_names_its_sources_with_keys_in_order():
     text = bundle("pi07/zero2/8xA100").files["recipe.lock.yaml"]
     top = [line.split(":")[0] for line in text.splitlines() if line[:1].isalpha()]
     assert top == ["lock_version", "tool", "recipe", "overrides", "sources", "inputs", "outputs", "resolved"]
-    assert list(yaml.safe_load(text)["sources"]) == ["bundled"]
+    lock = yaml.safe_load(text)
+    assert list(lock["sources"]) == ["bundled"]
+    assert lock["tool"] == {"name": "recipe-registry", "version": __version__}
+    assert lock["recipe"] == {"name": "pi07/zero2/8xA100", "version": 1, "tuned": True}
+    untuned = yaml.safe_load(bundle("tiny/ddp/8xA100").files["recipe.lock.yaml"])["recipe"]
+    assert untuned == {"name": "tiny/ddp/8xA100", "version": None, "tuned": False}
 
 
 def test_a_trainer_file_that_clashes_with_a_generated_one_is_refused(monkeypatch):
