@@ -123,3 +123,92 @@ def test_a_parts_layer_is_worked_out_once_and_never_for_another_file():
     stale = Loaded("old.yaml", {"train": {"steps": 9}}, {})
     _STRIPPED[id(part)] = (Loaded("old.yaml", {}, {}), stale)  # as if another file had had this id
     assert _strip(part, own=False).data == {"train": {"steps": 3}}
+
+
+# --- names inside a file ------------------------------------------------------------------------
+def test_a_file_may_extend_a_published_version(two_teams, tmp_path):
+    recipe = write(tmp_path / "r.yaml", "extends: [team-a:pi07/zero2/8xA100@1]\ntrain:\n  steps: 7\n")
+    composed = compose(str(recipe))
+    assert composed.data["train"]["steps"] == 7 and composed.data["backend"]["zero_stage"] == 2
+    assert [p.name for p in composed.inputs][-2:] == ["1.yaml", "r.yaml"]
+
+
+def test_a_qualified_part_stays_in_its_source_when_swapped(tmp_path, monkeypatch):
+    """`bundled:backend/zero2` swapped to fsdp is bundled's fsdp, not the one a team's source shadows
+    it with (RECIPE_PATH's sources come first for a plain name)."""
+    from registry.files import RECIPES_DIR
+
+    shadow = tmp_path / "team-a" / "backend" / "fsdp.yaml"  # before any lookup: a process sees one state
+    shadow.parent.mkdir(parents=True)
+    shadow.write_text((RECIPES_DIR / "backend" / "fsdp.yaml").read_text())
+    monkeypatch.setenv("RECIPE_PATH", f"team-a={tmp_path / 'team-a'}")
+    recipe = write(tmp_path / "r.yaml", "extends: [policy/pi07, bundled:backend/zero2, hardware/8xA100]\n")
+    swapped = compose(str(recipe), ["backend=fsdp"])
+    assert swapped.data["backend"]["kind"] == "fsdp"
+    assert RECIPES_DIR.resolve() / "backend" / "fsdp.yaml" in swapped.inputs and shadow not in swapped.inputs
+    plain = write(tmp_path / "u.yaml", "extends: [policy/pi07, backend/zero2, hardware/8xA100]\n")
+    assert shadow in compose(str(plain), ["backend=fsdp"]).inputs
+
+
+def test_a_name_in_a_file_that_is_no_name_says_why_at_its_line(tmp_path):
+    recipe = write(tmp_path / "r.yaml", "extends:\n  - 'pi07/zero2/8xA100;rm'\n")
+    with pytest.raises(RecipeError) as raised:
+        compose(str(recipe))
+    said = raised.value.problem
+    assert (said.rule, said.origin) == ("unsafe-name", f"{recipe}:3:5")
+    assert said.message == (
+        "unsafe or malformed recipe name 'pi07/zero2/8xA100;rm' (hint: names look like pi07/zero2/8xA100;"
+        " no '..', absolute paths or special characters)"
+    )
+
+
+def test_a_file_extended_through_a_link_is_recorded_as_the_file_it_names(tmp_path):
+    """Paths are resolved before they are compared and recorded: a part reached through a link and
+    by its own name is one input, listed where it lies."""
+    part = write(tmp_path / "part.yaml", "train:\n  steps: 5\n")
+    (tmp_path / "link.yaml").symlink_to(part)
+    recipe = write(tmp_path / "r.yaml", "extends: [pi07/zero2/8xA100, link.yaml, part.yaml]\n")
+    composed = compose(str(recipe))
+    assert composed.data["train"]["steps"] == 5
+    assert [p for p in composed.inputs if p.parent == tmp_path] == [part, recipe]
+
+
+def test_a_missing_recipe_file_is_named():
+    with pytest.raises(RecipeError) as raised:
+        compose("no/such/recipe.yaml")
+    assert str(raised.value) == "no/such/recipe.yaml: no such file"
+
+
+def test_no_gpu_catalog_in_any_source_is_said(monkeypatch):
+    from registry.compose import catalog
+
+    monkeypatch.setattr(catalog.sources, "find", lambda name: None)
+    with pytest.raises(RecipeError) as raised:
+        catalog.entries()
+    assert str(raised.value) == "no GPU catalog (catalog/gpus.yaml) in any source"
+
+
+def test_the_update_hint_names_every_git_source(monkeypatch):
+    from types import SimpleNamespace
+
+    from registry import compose as composing
+
+    found = [SimpleNamespace(name="team-a", kind="git"), SimpleNamespace(name="lab", kind="dir")]
+    found.append(SimpleNamespace(name="team-b", kind="git"))
+    monkeypatch.setattr(composing.sources, "all_sources", lambda: found)
+    assert composing._update_hint() == (
+        " (hint: recipes published to team-a, team-b since the last update are not here yet: recipe source update)"
+    )
+    monkeypatch.setattr(composing.sources, "all_sources", lambda: found[1:2])
+    assert composing._update_hint() == ""
+
+
+def test_a_recipe_named_from_a_source_is_the_users_own_layer(tmp_path, monkeypatch):
+    """`team-a:exp/big` is the target itself: its recipe section (summary, tags) is kept, and a fix
+    never replaces a value it sets (fsdp-fp32-model leaves its bfloat16 for the rule to report)."""
+    text = "extends: [pi07/fsdp/4xH100]\nrecipe:\n  name: exp/big\n  summary: our run\npolicy:\n  dtype: bfloat16\n"
+    write(tmp_path / "team-a" / "exp" / "big.yaml", text)
+    monkeypatch.setenv("RECIPE_PATH", f"team-a={tmp_path / 'team-a'}")
+    composed = compose("team-a:exp/big")
+    assert composed.data["recipe"]["summary"] == "our run" and composed.data["recipe"]["name"] == "exp/big"
+    assert composed.data["policy"]["dtype"] == "bfloat16" and composed.fixed == []

@@ -68,3 +68,42 @@ def test_an_opentau_config_without_a_policy_section_imports(tmp_path):
     setup = importer.Setup(accelerate=tmp_path / "a.yaml", trainer="opentau", trainer_config=tmp_path / "c.json")
     imported = importer.read(setup)
     assert imported.recipe["policy"] == {"type": "unknown"} and imported.recipe["train"]["steps"] == 10
+
+
+# --- the reader's own rules (registry/trainers/mapping.py) --------------------------------------
+def test_a_list_index_past_the_end_pads_with_nulls_up_to_it():
+    from registry.trainers import mapping
+
+    doc = {"a": [1]}
+    mapping._put(doc, ("a", 2), "x")
+    mapping._put(doc, ("b", 1, "c"), 5)
+    assert doc == {"a": [1, None, "x"], "b": [None, {"c": 5}]}
+
+
+def test_what_an_extra_row_replaces_and_what_nothing_holds_are_said():
+    from registry.trainers.mapping import Extra, Field, Notes, Reader, Table
+
+    recipe, notes = {}, Notes()
+    reader = Reader(recipe, notes)
+    table = Table(Field("a.b", "x"), Extra("a", "extra"))
+    reader.read(table, {"x": 1, "extra": {"b": 2}, "zzz": 3}, "src.json", {("x",): "src.json:1:2"})
+    reader.finish()
+    assert recipe == {"a": {"b": 2}}
+    assert list(notes) == [
+        "a.b: src.json extra.b = 2 replaces 1 read before",
+        "src.json zzz = 3: no recipe field holds it; not imported",
+    ]
+
+
+def test_a_value_read_without_a_line_is_not_located_and_auto_is_a_value_unless_the_table_says():
+    from registry.trainers.mapping import Field, Notes, Reader, Table
+
+    for table, expected in (
+        (Table(Field("a.b", "x")), {"a": {"b": "auto"}}),
+        (Table(Field("a.b", "x"), auto=True), {}),
+    ):
+        recipe, notes = {}, Notes()
+        reader = Reader(recipe, notes)
+        reader.read(table, {"x": "auto"}, "src.json", {})  # no origins: a value with no line to name
+        reader.finish()
+        assert recipe == expected and notes.located == {} and list(notes) == []
