@@ -119,6 +119,8 @@ TESTS: dict[str, list[str]] = {
         "tests/test_layout.py",
         "tests/test_run_pieces.py",
         "tests/test_command_outputs.py",
+        "tests/test_command_pieces.py",
+        "tests/test_hardware_names.py",  # run/tune's targets
     ],
     "registry/run": ["tests/test_run.py", "tests/test_guards.py", "tests/test_interval.py", "tests/test_bench.py"],
     "registry/estimate.py": ["tests/test_estimate.py"],
