@@ -251,3 +251,91 @@ def test_the_synthetic_data_phases_span_a_full_turn():
 
     phase = Synthetic(compose("tiny/ddp/cpu").data, torch.device("cpu")).phase
     assert 0.0 <= float(phase.min()) < 1.0 and 5.0 < float(phase.max()) < 6.28
+
+
+# --- tune's records ---------------------------------------------------------------------------------
+def test_a_candidate_that_breaks_two_rules_is_pruned_naming_both():
+    from registry.run.tune.space import Candidate, judge, parse_target
+
+    sets = ["backend.mixed_precision=fp16", "policy.n_obs_steps=100000"]
+    checked = judge(parse_target("tiny/cpu"), Candidate("ddp", 4, 1), sets)
+    assert (checked.point.status, checked.point.reason) == ("pruned", "invalid: cpu-half-precision, obs-history")
+
+
+def test_the_results_and_points_name_every_field_a_reader_takes():
+    """results.json's candidates and points.jsonl's lines, key by key (benchmarks/grid.py and the
+    catalog read them by these names)."""
+    from registry.run.tune import MEASURED
+    from registry.run.tune.measure import point_record
+    from registry.run.tune.report import results_json
+    from registry.run.tune.space import Candidate, Point
+
+    best = Point(Candidate("zero2", 4, 2), MEASURED, samples_per_s=50.0, peak_allocated_gib=0.5, launches=[[50.0]])
+    said = results_json([best], best, {"target": "tiny/cpu"})
+    assert said["winner"] == said["candidates"][0] and said["target"] == "tiny/cpu"
+    assert list(said["winner"])[:4] == [
+        "backend",
+        "micro_batch_size",
+        "gradient_accumulation_steps",
+        "gradient_checkpointing",
+    ]
+    assert said["winner"]["backend"] == "zero2" and said["winner"]["samples_per_s_interval"] is not None
+    entry = {
+        "point": best,
+        "status": MEASURED,
+        "reason": "",
+        "rung": 0,
+        "warmup": 2,
+        "steps": 3,
+        "samples_per_s": 50.0,
+        "interval": {"low": 49.0, "high": 51.0},
+        "peak_allocated_gib": 0.5,
+        "peak_reserved_gib": 0.6,
+        "run_dir": "runs/x",
+    }
+    line = point_record(entry, ("tiny/zero2/cpu", []), None, "recipe tune tiny/cpu", "cpu", {})
+    assert line["samples_per_s_interval"] == {"low": 49.0, "high": 51.0} and line["backend"] == "zero2"
+    assert line["measured_fraction"] is None and line["run_dir"] == "runs/x"
+
+
+# --- what the run records about this host and its data -----------------------------------------------
+def test_a_host_without_a_hardware_name_says_why_and_what_to_add(monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    from registry.run import machine
+
+    monkeypatch.setattr(machine, "gpus", lambda: [SimpleNamespace(name="NVIDIA FOO 12GB")] * 2)
+    monkeypatch.setattr(machine, "hardware_name", lambda host: None)
+    assert machine.print_hardware_name() == 2
+    assert capsys.readouterr().err == (
+        "no hardware name for this host: NVIDIA FOO 12GB: not one catalog entry"
+        " (hint: add the card to catalog/gpus.yaml, with its device_names)\n"
+    )
+    monkeypatch.setattr(machine, "gpus", lambda: [])
+    assert machine.print_hardware_name() == 2
+    assert capsys.readouterr().err == "no hardware name for this host: nvidia-smi found no GPU\n"
+
+
+def test_the_datasets_info_is_hashed_where_the_trainer_reads_it(tmp_path):
+    import hashlib
+
+    from registry.run import envlock
+
+    (tmp_path / "run" / "data" / "meta").mkdir(parents=True)
+    info = tmp_path / "run" / "data" / envlock.INFO
+    info.write_text('{"fps": 50}')
+    assert envlock._info_hash(tmp_path / "run", "data") == hashlib.sha256(b'{"fps": 50}').hexdigest()
+    assert envlock._info_hash(tmp_path / "elsewhere", str(tmp_path / "run" / "data")) == envlock._info_hash(
+        tmp_path / "run", "data"
+    )
+    assert envlock._info_hash(tmp_path, "none") == f"not found (no {envlock.INFO} under dataset.root)"
+
+
+def test_the_progress_bar_counts_steps(tmp_path, monkeypatch, capsys):
+    from registry.train import metrics
+
+    monkeypatch.setenv(metrics.TERMINAL, "80")
+    log = metrics.Log(tmp_path / "metrics.jsonl", main=True, total_steps=4, progress=True)
+    assert log.bar is not None and log.bar.unit == "step" and log.bar.total == 4
+    log.bar.close()
+    log.file.close()
