@@ -119,3 +119,13 @@ def test_a_json_file_is_read_with_its_lines_and_refused_in_one_line(tmp_path):
     with pytest.raises(RecipeError) as raised:
         load_json(tmp_path / "c.json", "trainer config")
     assert raised.value.problem.message == "not a trainer config: Expecting value"
+
+
+def test_history_shows_a_versions_rate_or_a_dash(capsys):
+    from registry.commands import main
+
+    assert main(["history", "pi07/zero2/8xA100"]) == 0
+    row = capsys.readouterr().out.splitlines()[1].split()
+    assert row[:2] == ["bundled:pi07/zero2/8xA100@1", "shipped"] and "13.7" in row
+    assert main(["history", "tiny/ddp/cpu"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[6] == "-"  # measured nowhere: no rate
