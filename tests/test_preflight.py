@@ -195,7 +195,8 @@ def test_a_step_that_fits_at_the_parts_size_but_not_the_datasets_is_an_error(tmp
     largest = memory.estimate(view.of(compose(ACT).data)).largest_micro_batch
     big = write_info(tmp_path / "big", 960, 1280)  # four times the part's 480 x 640
     at = [f"dataset.root={big}", *ACT_AT_10_FPS, f"train.micro_batch_size={largest}"]
-    assert "dataset-memory-fit" in rules_of(found(ACT, None, at), "error")
+    [said] = [p for p in found(ACT, None, at).problems if p.rule == "dataset-memory-fit"]
+    assert said.severity == "error" and said.path == "train.micro_batch_size"  # the value to lower
     assert "dataset-memory-fit" not in rules_of(found(ACT, None, [*at[:-1], f"train.micro_batch_size={largest // 8}"]))
     assert "dataset-memory-fit" not in rules_of(
         found(ACT, "toy", [*ACT_AT_10_FPS, f"train.micro_batch_size={largest}"])
