@@ -55,7 +55,9 @@ def memo_tables(path: str) -> frozenset[str]:
 def forget_memos(package: str | None = None) -> None:
     """Empties every cache and memo table of the copy's own modules (registry, tests), or of PACKAGE's."""
     for module in list(sys.modules.values()):
-        if not _ours(module) or (package and module.__name__.split(".")[0] != package):
+        # the package's name first: cheaper than _ours' path check over every module loaded, and it
+        # keeps this plugin's own tables (the map's parts) out of a per-test forgetting
+        if (package and module.__name__.split(".")[0] != package) or not _ours(module):
             continue
         tables = memo_tables(module.__file__)
         for name, value in list(vars(module).items()):
@@ -65,25 +67,23 @@ def forget_memos(package: str | None = None) -> None:
                 value.clear()
 
 
-def forget_between_tests() -> None:
-    """The package's memos, in memory and the verdicts it keeps on disk (which hold what the fixes
-    decided): a test then runs every function it needs, not only those no earlier test of the
-    worker already ran and memoised."""
-    forget_memos("registry")
+def forget_package_state() -> None:
+    """Empties registry's memo tables and the verdicts it keeps on disk (they hold what the fixes
+    decided), without calling registry's code: while the map is made, a call would count as the
+    test's own."""
     verdicts = sys.modules.get("registry.validate.verdicts")
-    if verdicts is not None:
-        verdicts.close()
-        shutil.rmtree(verdicts.folder(), ignore_errors=True)
+    for connection in list(getattr(verdicts, "_OPEN", {}).values()):  # closed before the table is emptied
+        connection.close()
+    forget_memos("registry")
+    if os.environ.get("XDG_CACHE_HOME"):  # this session's own (pytest_sessionstart, tests/conftest.py)
+        shutil.rmtree(Path(os.environ["XDG_CACHE_HOME"], "recipe", "verdicts"), ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
-    """While the map is made ("stats"), each test starts without the memos of the tests before it.
-    Otherwise a function that an earlier test of the same worker ran, and memoised, is not mapped to
-    the later tests that would catch its mutants; mutmut then never runs them against those mutants,
-    which survive untested (docs/mutation.md, "What makes it honest")."""
+    """While the map is made, no test finds what an earlier one memoised (docs/mutation.md)."""
     if os.environ.get("MUTANT_UNDER_TEST") == "stats":
-        forget_between_tests()
+        forget_package_state()
 
 
 def pytest_sessionstart(session):

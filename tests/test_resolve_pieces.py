@@ -63,10 +63,10 @@ def test_a_multi_cpu_job_is_a_cpu_recipe_without_use_cpu(tmp_path):
     assert recipe["hardware"] == {"gpu": None, "gpus_per_node": 0, "processes_per_node": 2, "nodes": 2}
 
 
-def _deepspeed_setup(tmp_path, zero: dict, yaml_extra: str = "") -> tuple:
+def _deepspeed_setup(tmp_path, zero: dict) -> tuple:
     (tmp_path / "ds.json").write_text(json.dumps({"zero_optimization": zero}))
     (tmp_path / "a.yaml").write_text(
-        "distributed_type: DEEPSPEED\nnum_processes: 8\n" + yaml_extra + "deepspeed_config:\n  zero3_init_flag: true\n"
+        "distributed_type: DEEPSPEED\nnum_processes: 8\ndeepspeed_config:\n  zero3_init_flag: true\n"
     )
     return tmp_path / "a.yaml", tmp_path / "ds.json"
 
@@ -94,8 +94,13 @@ def test_what_a_zero3_setup_saves_is_what_the_recipe_says(tmp_path, gathers):
             " under ZeRO-3 (its checkpoints are sharded: save_state)"
         ]
     )
-    recipe, _ = accelerate.import_config(*_deepspeed_setup(tmp_path, {"stage": 2}))
-    assert "train" not in recipe or "consolidated" not in recipe["train"].get("checkpoint", {})
+
+
+def test_a_zero2_setup_says_nothing_of_its_checkpoint(tmp_path):
+    path, ds = _deepspeed_setup(tmp_path, {"stage": 2, "stage3_gather_16bit_weights_on_model_save": False})
+    recipe, notes = accelerate.import_config(path, GPU, deepspeed_json=ds)
+    assert recipe["backend"]["zero_stage"] == 2 and "checkpoint" not in recipe.get("train", {})
+    assert not [n for n in notes if n.startswith("train.checkpoint")]
 
 
 def test_the_yamls_precision_beside_a_deepspeed_file_is_kept_as_written(tmp_path):

@@ -273,11 +273,10 @@ def test_the_results_and_points_name_every_field_a_reader_takes():
     best = Point(Candidate("zero2", 4, 2), MEASURED, samples_per_s=50.0, peak_allocated_gib=0.5, launches=[[50.0]])
     said = results_json([best], best, {"target": "tiny/cpu"})
     assert said["winner"] == said["candidates"][0] and said["target"] == "tiny/cpu"
-    assert list(said["winner"])[:4] == [
-        "backend",
-        "micro_batch_size",
-        "gradient_accumulation_steps",
-        "gradient_checkpointing",
+    assert list(said["winner"]) == [
+        *("backend", "micro_batch_size", "gradient_accumulation_steps", "gradient_checkpointing", "status"),
+        *("reason", "rung", "steps", "samples_per_s", "samples_per_s_interval", "peak_allocated_gib"),
+        *("peak_reserved_gib", "predicted_allocated_gib", "predicted_fraction", "run_dir"),
     ]
     assert said["winner"]["backend"] == "zero2" and said["winner"]["samples_per_s_interval"] is not None
     entry = {
@@ -295,6 +294,13 @@ def test_the_results_and_points_name_every_field_a_reader_takes():
     }
     line = point_record(entry, ("tiny/zero2/cpu", []), None, "recipe tune tiny/cpu", "cpu", {})
     assert line["samples_per_s_interval"] == {"low": 49.0, "high": 51.0} and line["backend"] == "zero2"
+    assert list(line) == [
+        *("recipe", "overrides", "backend", "micro_batch_size", "gradient_accumulation_steps"),
+        *("gradient_checkpointing", "status", "reason", "rung", "warmup", "steps", "samples_per_s"),
+        *("samples_per_s_interval", "predicted_allocated_gib", "predicted_fraction", "measured_allocated_gib"),
+        *("measured_reserved_gib", "measured_fraction", "capacity_gib", "hardware", "versions", "date"),
+        *("command", "run_dir"),
+    ]
     assert line["measured_fraction"] is None and line["run_dir"] == "runs/x"
 
 
@@ -336,6 +342,7 @@ def test_the_progress_bar_counts_steps(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setenv(metrics.TERMINAL, "80")
     log = metrics.Log(tmp_path / "metrics.jsonl", main=True, total_steps=4, progress=True)
-    assert log.bar is not None and log.bar.unit == "step" and log.bar.total == 4
-    log.bar.close()
-    log.file.close()
+    try:
+        assert log.bar is not None and log.bar.unit == "step" and log.bar.total == 4
+    finally:
+        log.close()
