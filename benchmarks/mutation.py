@@ -83,6 +83,7 @@ TESTS: dict[str, list[str]] = {
         "tests/test_hostile.py",
         "tests/test_finding.py",  # listing.py, copying.py: recipe list, search, cp
         "tests/test_catalog.py",  # site/: the catalog's pages
+        "tests/test_sharing_pieces.py",
     ],
     "registry/compose": [
         "tests/test_overrides.py",
