@@ -46,3 +46,52 @@ def test_pages_the_catalog_did_not_write_are_not_overwritten_and_counted(tmp_pat
         f"{out / site.INDEX}: exists and was not written by recipe catalog; not overwritten (hint: -o a new or empty folder)"
     )
     assert [p.name for p in out.iterdir()] == [site.INDEX] and (out / site.INDEX).read_text() == "mine"
+
+
+# --- the catalog's pages, piece by piece ------------------------------------------------------------
+def test_the_line_chart_ticks_its_low_middle_and_high_in_the_first_colour():
+    import re
+
+    from registry.sharing.site import svg
+
+    chart = svg.line([("@1", 10.0), ("@2", 20.0)], "samples/s")
+    assert re.findall(r'text-anchor="end">([^<]*)<', chart) == ["0.0", "10.0", "20.0"]  # 0 is always on the axis
+    assert re.findall(r'<circle [^>]*fill="([^"]+)"', chart) == [svg.PALETTE[0]] * 2
+
+
+def test_the_bar_chart_is_as_tall_as_its_rows_and_the_total():
+    from registry.sharing.site import svg
+
+    chart = svg.bars([("weights", 1.0), ("activations", 2.0)], 4.0)
+    assert 'height="126" viewBox="0 0 640 126"' in chart  # (2 rows + total + gap) x 24 + 30
+
+
+def test_a_pages_head_sets_the_viewport():
+    from registry.sharing.site import pages
+
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in pages.document("t", "b")
+
+
+def test_values_are_rendered_by_their_type_and_found_at_their_nearest_origin(monkeypatch):
+    from types import SimpleNamespace
+
+    from registry.sharing.site import pages
+
+    monkeypatch.setattr(pages, "_SCALARS", {})
+    assert [pages._scalar(v) for v in (1, True, 1.0, None, "1")] == ["1", "true", "1.0", "null", "'1'"]
+    data = {"a": {"b": {"c": 1}}, "d": 2}
+    origins = {("a", "b"): "part.yaml:4:3"}
+    entry = SimpleNamespace(recipe=SimpleNamespace(data=data, origins=origins), target="x")
+    html = pages._values(entry)
+    assert '<td class="mono">a.b.c</td><td class="mono">1</td><td class="origin mono">part.yaml:4:3</td>' in html
+    assert '<td class="mono">d</td><td class="mono">2</td><td class="origin mono">composed</td>' in html
+    assert '<table id="values"><tr><th>key</th><th>value</th><th>set at (file:line:column)</th></tr>' in html
+
+
+def test_a_recipe_composed_from_parts_is_filed_under_those_parts(tmp_path):
+    from registry.compose import compose
+    from registry.sharing.site import collect
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("extends: [policy/pi07, backend/zero2, hardware/8xA100]\n")
+    assert collect._axes(None, compose(str(recipe))) == ("pi07", "zero2", "8xA100")
