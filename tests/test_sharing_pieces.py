@@ -95,3 +95,62 @@ def test_a_recipe_composed_from_parts_is_filed_under_those_parts(tmp_path):
     recipe = tmp_path / "r.yaml"
     recipe.write_text("extends: [policy/pi07, backend/zero2, hardware/8xA100]\n")
     assert collect._axes(None, compose(str(recipe))) == ("pi07", "zero2", "8xA100")
+
+
+def _entry(**fields):
+    from registry.sharing.site.collect import Entry
+
+    return Entry(
+        **{"source": "team-a", "name": "exp/a", "version": None, "kind": "free-standing", "target": "t", **fields}
+    )
+
+
+def test_a_working_recipes_results_are_labelled_by_date_with_every_column():
+    from registry.sharing.site import pages
+
+    results = [
+        {"date": "2026-11-01", "samples_per_s": 12.5, "memory_fraction": 0.8, "hardware": "8xA100"},
+        {"samples_per_s": 13.0},
+    ]
+    html = pages._results(_entry(results=results))
+    assert "<table><tr><th>measurement</th><th>date</th><th>samples/s</th><th>memory</th><th>hardware</th>" in html
+    assert (
+        '<tr><td>2026-11-01</td><td>2026-11-01</td><td class="num">12.5</td><td class="num">80%</td>'
+        "<td>8xA100</td>" in html
+    )
+    assert '<tr><td>#2</td><td></td><td class="num">13.0</td><td class="num"></td>' in html
+
+
+def test_the_estimate_table_names_each_part_and_a_recipe_with_nothing_to_estimate_says_why():
+    from registry.sharing.site import pages
+
+    estimate = {
+        "breakdown": {"weights": 1.0, "activations": 2.5},
+        "describe": "ZeRO-2 over 8 ranks",
+        "micro_batch_size": 4,
+        "phase": "backward",
+        "capacity_gib": 80.0,
+        "total_gib": 3.5,
+        "fraction": 0.05,
+        "allocated_gib": 3.0,
+        "reserved_gib": 3.5,
+        "per_sample_gib": 0.5,
+        "largest_micro_batch": 90,
+        "largest_under_90": 80,
+    }
+    html = pages._estimate(_entry(estimate=estimate))
+    assert (
+        '<tr><td>weights</td><td class="num">1.00</td></tr><tr><td>activations</td><td class="num">2.50</td></tr>'
+        in html
+    )
+    said = pages._estimate(_entry(estimate_note="runs on CPU"))
+    assert said.endswith("<p>runs on CPU</p>")
+
+
+def test_a_version_whose_neighbour_could_not_be_composed_has_no_diff():
+    from registry.sharing.site import pages
+
+    first = _entry(version=1)
+    second = _entry(version=2, previous=first)
+    first.siblings = second.siblings = [first, second]
+    assert pages._versions(second).endswith("<p>One side could not be composed, so there is no diff.</p>")
