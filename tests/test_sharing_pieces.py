@@ -154,3 +154,22 @@ def test_a_version_whose_neighbour_could_not_be_composed_has_no_diff():
     second = _entry(version=2, previous=first)
     first.siblings = second.siblings = [first, second]
     assert pages._versions(second).endswith("<p>One side could not be composed, so there is no diff.</p>")
+
+
+def test_updating_a_directory_source_says_there_is_nothing_to_fetch(tmp_path, monkeypatch):
+    from registry.sharing import manage
+
+    monkeypatch.setenv("RECIPE_CONFIG", str(tmp_path / "sources.yaml"))
+    (tmp_path / "team-a").mkdir()
+    manage.add("team-a", str(tmp_path / "team-a"))
+    assert manage.update(["team-a"]) == ["team-a: a directory, nothing to update"]
+
+
+def test_a_cpu_recipe_in_the_catalog_says_why_it_has_no_estimate():
+    from registry.compose import compose
+    from registry.sharing.site import collect
+
+    entry = _entry(recipe=compose("tiny/ddp/cpu"))
+    collect._estimate(entry)
+    assert entry.estimate is None
+    assert entry.estimate_note == "runs on CPU or its policy declares no sizes (policy.memory): nothing to estimate"
