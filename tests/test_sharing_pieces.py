@@ -173,3 +173,30 @@ def test_a_cpu_recipe_in_the_catalog_says_why_it_has_no_estimate():
     collect._estimate(entry)
     assert entry.estimate is None
     assert entry.estimate_note == "runs on CPU or its policy declares no sizes (policy.memory): nothing to estimate"
+
+
+def test_the_sources_file_says_what_it_is_and_a_bad_rules_scope_is_a_usage_error(tmp_path, monkeypatch):
+    from registry.errors import Exit
+    from registry.sharing import config, manage
+
+    monkeypatch.setenv("RECIPE_CONFIG", str(tmp_path / "sources.yaml"))
+    (tmp_path / "team-a").mkdir()
+    manage.add("team-a", str(tmp_path / "team-a"))
+    text = (tmp_path / "sources.yaml").read_text()
+    assert text.startswith("# recipe sources, searched in this order after RECIPE_PATH; managed by `recipe source`\n")
+    with pytest.raises(RecipeError) as raised:
+        config.rules_everywhere({"name": "team-a", "rules": "all"})
+    assert raised.value.exit_code == Exit.USAGE
+    assert str(raised.value).endswith("source 'team-a': rules: 'all' is not one of own, everywhere")
+
+
+def test_the_status_cache_is_keyed_on_the_packages_code(tmp_path, monkeypatch):
+    """A changed module of registry/ (an edit, an upgrade) makes every kept status stale."""
+    from registry.sharing import listing
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    before = listing._StatusCache().key
+    stamp = listing._stamp
+    module = str(Path(listing.__file__).resolve())
+    monkeypatch.setattr(listing, "_stamp", lambda path: "edited" if str(path) == module else stamp(path))
+    assert listing._StatusCache().key != before
