@@ -169,3 +169,26 @@ def test_a_bare_name_is_a_local_folder_not_a_hub_id(tmp_path):
     (owned / "config.json").write_text(json.dumps({"input_features": {"x": {"shape": [2]}}}))
     found = metadata.pretrained_features("team/mymodel", tmp_path / "run", env)
     assert found is not None and found[0] == owned / "config.json"
+
+
+def test_help_names_what_each_argument_takes(capsys):
+    for argv, shown in (
+        (["validate", "--help"], ["NAME|FILE|KEY=VALUE", "every bundled part, overlay and recipe"]),
+        (["import", "--help"], ["GPU catalog name for the hardware section (default A100-80GB"]),
+    ):
+        with pytest.raises(SystemExit):
+            main(argv)
+        text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines at the terminal's width
+        assert all(s in text for s in shown), (argv, text)
+
+
+def test_the_lock_records_a_local_datasets_info_hash(tmp_path):
+    from registry.compose import compose
+    from registry.run import envlock
+
+    (tmp_path / "data" / "meta").mkdir(parents=True)
+    (tmp_path / "data" / envlock.INFO).write_text("{}")
+    doc = compose("act/ddp/8xA100", [f"dataset.root={tmp_path / 'data'}"]).data
+    said = envlock.dataset(doc, tmp_path)
+    assert said["root"] == str(tmp_path / "data") and len(said["info_sha256"]) == 64
+    assert envlock.dataset(compose("tiny/ddp/cpu").data, tmp_path) == {"source": "synthetic"}

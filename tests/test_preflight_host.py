@@ -130,6 +130,7 @@ def test_disk_against_the_checkpoints():
         p for p in host_problems("pi07/zero2/8xA100", facts(disk_free=GIB, gpus=()), ()) if p.rule == "host-disk"
     ]
     assert found.is_error and f"{one / GIB:.1f} GiB" in found.message and "which has 1.0 GiB free" in found.message
+    assert found.message.endswith("1.0 GiB free: the run dies at the first save that does not fit")
     assert found.path == "train.checkpoint"
     kept = host_problems("tiny/ddp/cpu", facts(disk_free=1), ["train.checkpoint.every=100", "train.steps=1000"])
     (tiny,) = [p for p in kept if p.rule == "host-disk"]
