@@ -200,3 +200,44 @@ def test_the_status_cache_is_keyed_on_the_packages_code(tmp_path, monkeypatch):
     module = str(Path(listing.__file__).resolve())
     monkeypatch.setattr(listing, "_stamp", lambda path: "edited" if str(path) == module else stamp(path))
     assert listing._StatusCache().key != before
+
+
+def test_a_source_name_that_is_not_allowed_is_said(tmp_path, monkeypatch):
+    from registry.sharing import sources
+
+    (tmp_path / "x").mkdir()
+    monkeypatch.setenv("RECIPE_PATH", f"bad name={tmp_path / 'x'}")
+    with pytest.raises(RecipeError) as raised:
+        sources.all_sources()
+    assert str(raised.value).endswith("source name 'bad name' is not allowed (letters, digits, - and _; not 'bundled')")
+
+
+def test_a_version_that_cannot_be_remembered_is_a_note_on_stderr(monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    from registry.sharing import trust
+
+    def read_only(source, entries, replace=False):
+        raise RecipeError("known-versions.jsonl: read-only file system")
+
+    monkeypatch.setattr(trust, "changed", lambda source, entries: [])
+    monkeypatch.setattr(trust, "known", dict)
+    monkeypatch.setattr(trust, "remember", read_only)
+    source = SimpleNamespace(kind="path", name="team-a", root=Path("/nowhere"), location="/nowhere")
+    version = SimpleNamespace(source=source, name="exp/a", number=1, sha256="0" * 64, qualified="team-a:exp/a@1")
+    monkeypatch.setattr(trust, "place", lambda source: "/nowhere")
+    trust.check(version)
+    said = capsys.readouterr()
+    assert said.out == ""
+    assert said.err == "note: known-versions.jsonl: read-only file system; team-a:exp/a@1 was not remembered\n"
+
+
+def test_a_recipe_whose_index_cannot_be_read_is_listed_with_why(monkeypatch):
+    from registry.sharing import listing, sources, versions
+
+    def lost(name):
+        raise RecipeError("team-a: index.yaml: not a mapping")
+
+    monkeypatch.setattr(versions, "lookup", lost)
+    [row] = listing._rows("exp/a", None, [sources.bundled()], False)
+    assert (row.status, row.summary, row.source) == ("invalid", "team-a: index.yaml: not a mapping", "bundled")
