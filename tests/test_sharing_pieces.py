@@ -241,3 +241,15 @@ def test_a_recipe_whose_index_cannot_be_read_is_listed_with_why(monkeypatch):
     monkeypatch.setattr(versions, "lookup", lost)
     [row] = listing._rows("exp/a", None, [sources.bundled()], False)
     assert (row.status, row.summary, row.source) == ("invalid", "team-a: index.yaml: not a mapping", "bundled")
+    assert row.tuned is False  # a boolean in `recipe list --format json`, never null
+
+
+def test_the_sources_file_lies_under_the_users_config_folder(tmp_path, monkeypatch):
+    from registry.sharing import config
+
+    monkeypatch.delenv("RECIPE_CONFIG", raising=False)
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert config.config_file() == tmp_path / ".config" / "recipe" / "sources.yaml"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert config.config_file() == tmp_path / "xdg" / "recipe" / "sources.yaml"
