@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from registry.compose import Plan, compose
-from registry.errors import RecipeError
+from registry.errors import Problem, RecipeError
 from registry.load import Loaded
 from registry.sharing import sources, versions
 
@@ -17,6 +17,13 @@ def write(path, text):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("# yaml-language-server: $schema=x\n" + text)
     return path
+
+
+def refused(recipe) -> Problem:
+    """The one problem composing RECIPE (a file) is refused with."""
+    with pytest.raises(RecipeError) as raised:
+        compose(str(recipe))
+    return raised.value.problem
 
 
 @pytest.fixture
@@ -64,24 +71,19 @@ def test_a_swap_replaces_the_cells_part_not_what_the_part_extends():
 
 def test_an_unknown_name_in_a_file_is_its_error_at_its_line(tmp_path):
     recipe = write(tmp_path / "r.yaml", "extends:\n  - pi07/zero2/8xA100@9\n")
-    with pytest.raises(RecipeError) as raised:
-        compose(str(recipe))
-    said = raised.value.problem
+    said = refused(recipe)
     assert (said.rule, said.origin) == ("unknown-name", f"{recipe}:3:5")
     assert said.message.startswith("bundled:pi07/zero2/8xA100 has no version 9")
     write(recipe, "extends:\n  - pi07/zer02/8xA100x\n")
-    with pytest.raises(RecipeError) as raised:
-        compose(str(recipe))
-    assert (raised.value.problem.rule, raised.value.problem.origin) == ("unknown-name", f"{recipe}:3:5")
-    assert raised.value.problem.message.startswith("unknown backend in pi07/zer02/8xA100x: 'zer02'")
+    said = refused(recipe)
+    assert (said.rule, said.origin) == ("unknown-name", f"{recipe}:3:5")
+    assert said.message.startswith("unknown backend in pi07/zer02/8xA100x: 'zer02'")
 
 
 def test_a_chain_too_deep_is_said_at_the_extends_line(tmp_path):
     for i in range(70):
         write(tmp_path / f"r{i}.yaml", f"train: {{}}\nextends: [r{i + 1}.yaml]\n" if i < 69 else "train: {}\n")
-    with pytest.raises(RecipeError) as raised:
-        compose(str(tmp_path / "r0.yaml"))
-    said = raised.value.problem
+    said = refused(tmp_path / "r0.yaml")
     assert said.rule == "extends-depth" and said.origin.endswith("r64.yaml:3:1"), said
 
 
@@ -152,9 +154,7 @@ def test_a_qualified_part_stays_in_its_source_when_swapped(tmp_path, monkeypatch
 
 def test_a_name_in_a_file_that_is_no_name_says_why_at_its_line(tmp_path):
     recipe = write(tmp_path / "r.yaml", "extends:\n  - 'pi07/zero2/8xA100;rm'\n")
-    with pytest.raises(RecipeError) as raised:
-        compose(str(recipe))
-    said = raised.value.problem
+    said = refused(recipe)
     assert (said.rule, said.origin) == ("unsafe-name", f"{recipe}:3:5")
     assert said.message == (
         "unsafe or malformed recipe name 'pi07/zero2/8xA100;rm' (hint: names look like pi07/zero2/8xA100;"
