@@ -170,6 +170,14 @@ def test_refused_push_and_gone_remote_leave_nothing(tmp_path, remote):
     r = run_cli("publish", TINY, "--replace", "--to", "team-b", env=a)
     one_line_error(r)
     assert "does not appear to be a git repository" in r.stderr
+    assert r.stderr.startswith(f"recipe: error: cannot publish {TINY} to team-b (file://{remote}): git fetch failed: ")
+    aside = working_copy(a).with_name("aside")
+    working_copy(a).rename(aside)  # a first publish from this machine: the working copy is cloned
+    r = run_cli("publish", TINY, "--replace", "--to", "team-b", env=a)
+    one_line_error(r)
+    assert r.stderr.startswith(f"recipe: error: cannot publish {TINY} to team-b (file://{remote}): git clone failed: ")
+    assert not working_copy(a).exists()  # a failed clone leaves nothing there
+    aside.rename(working_copy(a))
     gone.rename(remote)
     assert_clean(a, remote)
 
@@ -181,7 +189,9 @@ def test_refused_push_and_gone_remote_leave_nothing(tmp_path, remote):
     git("commit", "-q", "--allow-empty", "-m", "half done", cwd=work)
     r = run_cli("publish", TINY, "--replace", "--to", "team-b", env=a)
     assert r.returncode == 0, r.stderr
-    assert f"published team-b:{TINY}@1 (" in r.stdout  # numbers are not burnt by failures
+    # numbers are not burnt by failures; the file named is the reading clone's copy
+    clone_file = Path(a["RECIPE_CACHE"], "team-b", "recipes", "published", *TINY.split("/"), "1.yaml")
+    assert r.stdout.startswith(f"published team-b:{TINY}@1 ({clone_file}, sha256 ")
     assert out(*LOG, cwd=remote).splitlines() == [f"publish {TINY}@1", "start"]
     assert published(a)[1]["recipe"]["version"] == 1
 

@@ -253,3 +253,213 @@ def test_the_sources_file_lies_under_the_users_config_folder(tmp_path, monkeypat
     assert config.config_file() == tmp_path / ".config" / "recipe" / "sources.yaml"
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     assert config.config_file() == tmp_path / "xdg" / "recipe" / "sources.yaml"
+
+
+# --- git: identity, a repository without a commit, the publish lock's exclude line ----------------
+def _repo(path: Path) -> Path:
+    import subprocess
+
+    path.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    return path
+
+
+def test_a_users_own_git_identity_is_kept(tmp_path):
+    import subprocess
+
+    from registry.sharing import git
+
+    repo = _repo(tmp_path / "repo")
+    for key, value in (("user.name", "Ada"), ("user.email", "ada@example.com")):
+        subprocess.run(["git", "config", key, value], cwd=repo, check=True)
+    assert git._identity(repo) == {}  # both the author's and the committer's identity are git's own
+
+
+def test_a_repository_without_a_commit_holds_no_commit(tmp_path):
+    from registry.sharing import git
+
+    repo = _repo(tmp_path / "repo")
+    assert git.committed([repo / "not-yet.yaml"]) is None  # HEAD is "(initial)": nothing to name
+
+
+@pytest.mark.parametrize(
+    "before, after",
+    [
+        (None, "{lock}\n"),
+        ("", "{lock}\n"),
+        ("*.tmp\n", "*.tmp\n{lock}\n"),
+        ("*.tmp", "*.tmp\n{lock}\n"),
+        ("*.tmp\n{lock}\n", "*.tmp\n{lock}\n"),
+    ],
+)
+def test_the_publish_lock_is_excluded_once_on_its_own_line(tmp_path, before, after):
+    from registry.sharing import gitpublish, versions
+
+    exclude = tmp_path / ".git" / "info" / "exclude"
+    if before is not None:
+        exclude.parent.mkdir(parents=True)
+        exclude.write_text(before.format(lock=versions.LOCK))
+    gitpublish._exclude_lock(tmp_path)
+    assert exclude.read_text() == after.format(lock=versions.LOCK)
+
+
+# --- listing: kinds, statuses and the status cache's key -------------------------------------------
+def test_a_free_standing_recipe_is_not_tuned(tmp_path, monkeypatch):
+    from registry.sharing import listing, sources
+
+    team = tmp_path / "team"
+    (team / "exp").mkdir(parents=True)
+    (team / "exp" / "mine.yaml").write_text("extends: [tiny/ddp/cpu]\nrecipe: {name: exp/mine}\n")
+    monkeypatch.setenv("RECIPE_PATH", f"team-a={team}")
+    [row] = listing._rows("exp/mine", None, [s for s in sources.all_sources() if s.name == "team-a"], False)
+    assert (row.tuned, row.kind, row.source) == (False, "free-standing", "team-a")
+
+
+def test_a_recipe_with_only_warnings_is_said_so():
+    from registry.sharing import listing
+
+    status, reasons, files = listing._validated("pi07/fsdp/8xA100")
+    assert (status, reasons) == ("warnings", []) and files
+
+
+def test_the_status_cache_is_keyed_on_a_sources_catalog_files(tmp_path, monkeypatch):
+    """The catalog's descriptions change what a row says: an edit of one makes kept statuses stale."""
+    from registry.sharing import listing
+
+    team = tmp_path / "team"
+    (team / "catalog").mkdir(parents=True)
+    entry = team / "catalog" / "notes.yaml"
+    entry.write_text("a: 1\n")
+    monkeypatch.setenv("RECIPE_PATH", f"team-a={team}")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    before = listing._StatusCache().key
+    entry.write_text("a: 22\n")
+    assert listing._StatusCache().key != before
+
+
+# --- sources: add, remove, update, winners ---------------------------------------------------------
+def _changed(*numbers):
+    from registry.sharing import trust
+
+    return [trust.Changed("team-a", f"exp/x@{n}", f"{n}" * 64, f"{n + 1}" * 64) for n in numbers]
+
+
+def test_a_directory_source_whose_versions_changed_is_refused_naming_the_folder(tmp_path, monkeypatch):
+    from registry.sharing import manage, trust
+
+    folder = tmp_path / "team"
+    folder.mkdir()
+    monkeypatch.setenv("RECIPE_CONFIG", str(tmp_path / "sources.yaml"))
+    monkeypatch.setattr(trust, "changed", lambda source, offered: _changed(1, 3) if source.location else [])
+    with pytest.raises(RecipeError) as raised:
+        manage.add("team-a", str(folder))
+    assert str(raised.value) == (
+        f"cannot add team-a: 2 published version(s) differ from the ones this machine saw from {folder}: "
+        "team-a:exp/x@1: sha256 222222222222 now, 111111111111 when first seen; "
+        "team-a:exp/x@3: sha256 444444444444 now, 333333333333 when first seen"
+    )
+
+
+def test_removing_a_source_never_cloned_and_updating_unknown_ones(tmp_path, monkeypatch):
+    from registry.sharing import config, manage
+
+    folder = tmp_path / "team"
+    folder.mkdir()
+    monkeypatch.setenv("RECIPE_CONFIG", str(tmp_path / "sources.yaml"))
+    monkeypatch.setenv("RECIPE_CACHE", str(tmp_path / "cache"))
+    manage.add("team-a", str(folder))
+    assert not (config.cache_dir() / "team-a").exists()  # a directory source has no clone to remove
+    manage.remove("team-a")
+    assert config.entries() == []
+    with pytest.raises(RecipeError) as raised:
+        manage.update(["team-z", "team-y"])
+    assert str(raised.value) == "no source named team-y, team-z"
+
+
+def test_a_hardware_part_in_two_sources_is_a_shadowed_name(tmp_path, monkeypatch):
+    from registry.sharing import manage
+
+    team = tmp_path / "team"
+    (team / "hardware").mkdir(parents=True)
+    (team / "hardware" / "8xA100.yaml").write_text("hardware: {gpus_per_node: 8}\n")
+    monkeypatch.setenv("RECIPE_PATH", f"team-a={team}")
+    assert ["hardware/8xA100", "team-a", "bundled"] in manage.winners()
+
+
+def test_a_remote_that_changed_two_seen_versions_names_both(tmp_path, monkeypatch):
+    from registry.sharing import git, refresh, trust, versions
+
+    moved = []
+    monkeypatch.setattr(git, "head", lambda clone: "a" * 40)
+    monkeypatch.setattr(git, "fetch", lambda clone: None)
+    monkeypatch.setattr(git, "rev", lambda clone, ref: "b" * 40)
+    monkeypatch.setattr(git, "contains", lambda clone, old, new: True)
+    monkeypatch.setattr(git, "move", lambda clone, commit: moved.append(commit))
+    monkeypatch.setattr(versions, "hashes", lambda source: {})
+    monkeypatch.setattr(trust, "changed", lambda source, offered: _changed(1, 3))
+    with pytest.raises(RecipeError) as raised:
+        refresh.refresh("team-a", "file:///team.git", tmp_path)
+    assert str(raised.value) == (
+        "team-a: the remote changed 2 published version(s) this machine has seen: "
+        "team-a:exp/x@1: sha256 222222222222 now, 111111111111 when first seen; "
+        "team-a:exp/x@3: sha256 444444444444 now, 333333333333 when first seen; team-a stays at aaaaaaaaaaaa "
+        "(hint: if deliberate, recipe source update team-a --accept exp/x@1 --accept exp/x@3)"
+    )
+    assert moved == ["b" * 40, "a" * 40]  # moved to look, then back
+
+
+# --- versions: an index that does not list what was published, a shipped version ------------------
+def test_published_files_the_index_does_not_list_are_named_as_versions(tmp_path):
+    from registry.sharing import sources, versions
+
+    root = tmp_path / "team"
+    (root / "published" / "exp" / "x").mkdir(parents=True)
+    (root / "published" / "exp" / "x" / "2.yaml").write_text("recipe: {name: exp/x}\n")
+    (root / versions.INDEX).write_text("versions: {}\n")
+    found = versions._unlisted(sources.Source("team-a", root, "path", str(root)))
+    assert found is not None
+    assert found.problem.message == "source 'team-a' has published exp/x@2 but its index.yaml does not list them"
+
+
+def test_a_shipped_version_is_named_in_its_history():
+    from registry.sharing import versions
+
+    [shipped] = versions.history("tiny/ddp/cpu")
+    assert shipped.name == "tiny/ddp/cpu" and shipped.qualified == f"bundled:tiny/ddp/cpu@{shipped.number}"
+
+
+@pytest.mark.parametrize("dest", ["team-a:mine", "mine@2"])
+def test_a_copy_named_with_a_source_or_version_says_how_to_name_it(dest):
+    with pytest.raises(RecipeError) as raised:
+        copying.destination(dest, None)
+    assert str(raised.value) == f"{dest}: a copy is named without a source or version (hint: --to SOURCE)"
+
+
+def test_an_index_listing_a_version_twice_is_said_at_the_second_entry(tmp_path):
+    from registry.sharing import sources, versions
+
+    root = tmp_path / "team"
+    root.mkdir()
+    entry = "    - {{version: 1, file: published/exp/x/1.yaml, sha256: {}}}\n".format("0" * 64)
+    (root / versions.INDEX).write_text("versions:\n  exp/x:\n" + entry + entry)
+    with pytest.raises(RecipeError) as raised:
+        versions.index(sources.Source("team-a", root, "path", str(root)))
+    problem = raised.value.problem
+    assert problem.origin == f"{root / versions.INDEX}:4:7"  # the second entry, not the file
+    assert problem.message == "malformed index.yaml: exp/x@1 is listed twice"
+
+
+def test_an_unreachable_directory_source_and_an_unknown_source_say_what_to_do(tmp_path, monkeypatch):
+    from registry.names import parse
+    from registry.sharing import sources
+
+    gone, there = tmp_path / "gone", tmp_path / "there"
+    there.mkdir()
+    monkeypatch.setenv("RECIPE_PATH", f"team-a={gone}")
+    with pytest.raises(RecipeError) as raised:
+        sources.all_sources()
+    assert str(raised.value) == f"source 'team-a': {gone} is not reachable here (hint: check the path)"
+    monkeypatch.setenv("RECIPE_PATH", f"team-a={there}:team-b={there}")
+    with pytest.raises(RecipeError) as raised:
+        sources.candidates(parse("team-q:exp/x"))
+    assert str(raised.value) == "unknown source 'team-q' in team-q:exp/x (known: team-a, team-b, bundled)"

@@ -31,7 +31,7 @@ def bars(rows: list[tuple[str, float]], capacity: float, unit: str = "GiB", widt
     ]
     for i, (label, value) in enumerate(rows):
         y = i * (bar_h + gap) + 4
-        w = plot_w * value / top if top > 0 else 0
+        w = plot_w * value / top  # top is at least 1e-9
         color = PALETTE[i % len(PALETTE)]
         out.append(
             f'<text x="{label_w - 6}" y="{_num(y + bar_h - 5)}" text-anchor="end">{esc(label)}</text>'
