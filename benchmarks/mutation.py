@@ -83,7 +83,11 @@ TESTS: dict[str, list[str]] = {
         "tests/test_hostile.py",
         "tests/test_finding.py",  # listing.py, copying.py: recipe list, search, cp
         "tests/test_catalog.py",  # site/: the catalog's pages
+        "tests/test_site_snapshots.py",  # site/pages.py, site/svg.py: every page byte for byte
+        "tests/test_site_collect.py",  # site/collect.py in-process
         "tests/test_sharing_pieces.py",
+        "tests/test_source_pieces.py",  # manage.py, config.py in-process
+        "tests/test_copy_pieces.py",  # copying.py in-process
     ],
     "registry/compose": [
         "tests/test_overrides.py",
