@@ -121,3 +121,62 @@ def test_where_a_name_a_file_in_a_source_and_to_put_the_copy(team):
     assert copying.destination(str(inside), None) == (inside, "exp/deep/copy")  # the name that reaches it
     assert copying.destination(str(team / "top.yaml"), None) == (team / "top.yaml", "top")
     assert copying.destination("new/dir/copy.yaml", None) == (Path("new/dir/copy.yaml"), "copy")  # not yet a folder
+
+
+CUT = """\
+recipe: {name: exp/odd, tags: [tuned]}
+extends: [tiny/ddp/cpu]
+results:
+# measured on the team's A100s
+  - {samples_per_s: 3.5}
+"quoted": 3  # a top-level line that is not a plain key is kept
+train:
+  steps: 7
+"""
+
+
+def test_a_top_level_line_that_is_not_a_plain_key_ends_a_dropped_section(team):
+    (team / "exp" / "odd.yaml").write_text(CUT)
+    path, _ = copying.copy("exp/odd", "odd.yaml", force=False)
+    text = path.read_text()
+    # the copy's meta has no tags (SRC's only one was `tuned`); SRC's settings as written, comments kept
+    assert text.endswith(
+        "recipe:\n  name: odd\nextends: [exp/odd]\n"
+        '"quoted": 3  # a top-level line that is not a plain key is kept\ntrain:\n  steps: 7\n'
+    )
+
+
+def test_settings_that_do_not_survive_the_cut_are_written_plainly_in_their_order(team):
+    long = "words " * 15 + "end"  # 93 characters: one line at the copy's width of 100
+    (team / "exp" / "alias.yaml").write_text(
+        f"results: &r\n  - samples_per_s: 1\nzeta: *r\nalpha: {long}\nrecipe: {{name: exp/alias}}\n"
+    )
+    path, _ = copying.copy("exp/alias", "alias.yaml", force=False)
+    assert path.read_text().endswith(f"extends: [exp/alias]\nzeta:\n- samples_per_s: 1\nalpha: {long}\n")
+
+
+def test_a_long_tag_stays_on_one_line_and_a_shipped_version_stays_pinned(team):
+    long = "measured " * 10 + "twice"  # 95 characters with spaces: folded at YAML's default width of 80
+    (team / "exp" / "tagged.yaml").write_text(f"recipe: {{name: exp/tagged, tags: [{long}]}}\n")
+    path, _ = copying.copy("exp/tagged", "tagged.yaml", force=False)
+    assert f"  tags:\n  - {long}\nextends: [exp/tagged]\n" in path.read_text()
+    path, _ = copying.copy("tiny/ddp/cpu@1", "shipped.yaml", force=False)  # the bundled file as shipped
+    assert "\nextends: [tiny/ddp/cpu@1]\n" in path.read_text()
+
+
+def test_a_copy_into_a_directory_source_lands_at_its_name_there(team):
+    path, name = copying.copy("exp/bare", "exp/deep/mine", force=False, into="team-a")
+    assert (path, name) == (team / "exp" / "deep" / "mine.yaml", "exp/deep/mine")
+    assert path.read_text().endswith("recipe:\n  name: exp/deep/mine\nextends: [exp/bare]\n")
+    assert copying.destination("a/b/c", None) == (Path.cwd() / "a" / "b" / "c.yaml", "a/b/c")
+
+
+def test_a_file_in_a_folder_not_made_yet_is_named_by_its_file_name(team):
+    dest = team / "exp" / "new" / "c.yaml"
+    assert copying.destination(str(dest), None) == (dest, "c")
+
+
+def test_a_complex_key_after_a_dropped_section_is_kept_as_written(team):
+    (team / "exp" / "complex.yaml").write_text("results:\n  - 1\n? odd  # a complex key\n: 3\nrecipe: {name: exp/c}\n")
+    path, _ = copying.copy("exp/complex", "complex.yaml", force=False)
+    assert path.read_text().endswith("extends: [exp/complex]\n? odd  # a complex key\n: 3\n")

@@ -383,3 +383,30 @@ def test_names_defined_by_several_sources_say_which_one_wins(home, monkeypatch):
     (b / "policy").mkdir()
     (b / "policy" / "act.yaml").write_text("{}\n")
     assert ["policy/act", "team-a", "team-b, bundled"] in manage.winners()
+
+
+def test_an_update_goes_on_past_a_directory_and_passes_on_what_is_accepted(home, monkeypatch):
+    from registry.sharing import trust
+
+    folder = home / "team"
+    folder.mkdir()
+    manage.add("team-d", str(folder))
+    bare = _remote(home, {"recipes/README.md": "x\n"})
+    url = f"file://{bare}"
+    manage.add("team-g", url)
+    head = _git("rev-parse", "HEAD", cwd=home / "cache" / "team-g")
+    assert manage.update([]) == ["team-d: a directory, nothing to update", f"team-g: {url} at {head[:12]}"]
+    rewritten = [trust.Changed("team-g", "exp/x@1", "a" * 64, "b" * 64)]
+    monkeypatch.setattr(trust, "changed", lambda source, offered: rewritten)
+    with pytest.raises(RecipeError) as raised:
+        manage.update(["team-g"])
+    assert str(raised.value).startswith("team-g: the remote changed 1 published version(s) this machine has seen: ")
+    assert manage.update(["team-g"], accept=("exp/x@1",)) == [f"team-g: {url} at {head[:12]}"]
+
+
+def test_a_git_source_whose_index_cannot_be_read_is_not_added(home):
+    bare = _remote(home, {"recipes/index.yaml": "versions: [not, a, mapping]\n"})
+    with pytest.raises(RecipeError) as raised:
+        manage.add("team-g", f"file://{bare}")
+    assert str(raised.value).startswith("cannot add team-g: ")
+    assert not (home / "sources.yaml").exists() and list((home / "cache").iterdir()) == []

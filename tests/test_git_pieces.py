@@ -1,0 +1,157 @@
+"""registry/sharing/git.py on real repositories, in-process: each operation's result by value and
+each failure as the one line it says (git missing, too slow, refused), and the environment git
+runs in (a hook's repository variables removed, never a prompt)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from registry.errors import RecipeError
+from registry.sharing import git
+
+
+def _run(*args, cwd):
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _commit(repo: Path, name: str, text: str, message: str) -> str:
+    (repo / name).write_text(text)
+    _run("add", name, cwd=repo)
+    _run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message, cwd=repo)
+    return _run("rev-parse", "HEAD", cwd=repo)
+
+
+@pytest.fixture
+def remote(tmp_path):
+    """A bare repository (default branch `trunk`) with two commits, and the clone they were made in."""
+    bare, seed = tmp_path / "team.git", tmp_path / "seed"
+    _run("init", "-q", "--bare", "-b", "trunk", str(bare), cwd=tmp_path)
+    _run("clone", "-q", str(bare), str(seed), cwd=tmp_path)
+    first = _commit(seed, "a.yaml", "a: 1\n", "first")
+    second = _commit(seed, "a.yaml", "a: 2\n", "second")
+    _run("push", "-q", "origin", "HEAD", cwd=seed)
+    return bare, seed, first, second
+
+
+def test_the_environment_git_runs_in(monkeypatch):
+    monkeypatch.setenv("GIT_DIR", "/elsewhere/.git")
+    monkeypatch.setenv("GIT_INDEX_FILE", "/elsewhere/index")
+    monkeypatch.setenv("GIT_PREFIX", "sub/")
+    monkeypatch.setenv("GIT_SSH_COMMAND", "ssh -i key")  # how the user's git reaches a remote: kept
+    env = git._env()
+    assert not {"GIT_DIR", "GIT_INDEX_FILE", "GIT_PREFIX"} & set(env)
+    assert env["GIT_SSH_COMMAND"] == "ssh -i key" and env["GIT_TERMINAL_PROMPT"] == "0"
+
+
+def test_a_hooks_repository_variables_do_not_send_git_elsewhere(remote, tmp_path, monkeypatch):
+    _, seed, _, second = remote
+    other = tmp_path / "other"
+    _run("init", "-q", str(other), cwd=tmp_path)
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    assert git.head(seed) == second
+
+
+def test_git_missing_too_slow_or_refusing_is_one_line(tmp_path, monkeypatch):
+    with pytest.raises(RecipeError) as raised:
+        git._git("status", cwd=tmp_path)
+    assert str(raised.value).startswith("git status failed: not a git repository")
+    with pytest.raises(RecipeError) as raised:
+        git._git("hash-object", "--stdin", cwd=tmp_path, timeout=0.000001)
+    assert str(raised.value) == "git hash-object took longer than 1e-06 s"
+    with pytest.raises(RecipeError) as raised:  # no output to say why: the exit code
+        git._git("diff", "--quiet", "--no-index", "--", "/dev/null", str(git.__file__), cwd=tmp_path)
+    assert str(raised.value) == "git diff failed: exit 1"
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(RecipeError) as raised:
+        git._git("status", cwd=tmp_path)
+    assert str(raised.value) == "git is not installed (hint: apt-get install git)"
+
+
+def test_output_is_returned_without_its_last_newline(tmp_path):
+    _run("init", "-q", str(tmp_path / "r"), cwd=tmp_path)
+    assert git._git("config", "--get", "core.bare", cwd=tmp_path / "r") == "false"
+
+
+def test_a_clone_its_branch_and_origin(remote, tmp_path):
+    bare, _, _, second = remote
+    dest = tmp_path / "deep" / "er" / "clone"  # its parents made
+    git.clone(str(bare), dest)
+    assert git.head(dest) == second
+    assert git.default_branch(dest) == "trunk"
+    assert git.origin_url(dest) == str(bare)
+    assert git.rev(dest, "origin/trunk") == second
+    with pytest.raises(RecipeError) as raised:
+        git.clone("--upload-pack=touch /tmp/x", tmp_path / "evil")
+    assert str(raised.value) == "'--upload-pack=touch /tmp/x' is not a git URL (it reads as an option)"
+    assert not (tmp_path / "evil").exists()
+
+
+def test_a_clone_of_an_empty_remote_has_no_default_branch(tmp_path):
+    empty = tmp_path / "empty.git"
+    _run("init", "-q", "--bare", str(empty), cwd=tmp_path)
+    git.clone(str(empty), tmp_path / "clone")
+    with pytest.raises(RecipeError) as raised:
+        git.default_branch(tmp_path / "clone")
+    assert str(raised.value) == "the remote has no default branch (an empty repository?): push a first commit"
+
+
+def test_moving_a_clone_and_what_contains_what(remote, tmp_path):
+    bare, seed, first, second = remote
+    clone = tmp_path / "clone"
+    git.clone(str(bare), clone)
+    (clone / "mine.txt").write_text("untracked\n")
+    git.move(clone, first)
+    assert git.head(clone) == first and (clone / "a.yaml").read_text() == "a: 1\n"
+    assert (clone / "mine.txt").exists()  # untracked files stay
+    assert git.contains(clone, first, second) is True
+    assert git.contains(clone, second, first) is False
+    assert git.contains(clone, "0" * 40, second) is False  # an unknown commit
+    with pytest.raises(RecipeError) as raised:
+        git.rev(clone, "origin/gone")
+    assert str(raised.value) == "origin/gone is not a commit here (a branch the remote deleted?)"
+    third = _commit(seed, "b.yaml", "b\n", "third")
+    _run("push", "-q", "origin", "HEAD", cwd=seed)
+    git.fetch(clone)
+    assert git.rev(clone, "origin/trunk") == third and git.head(clone) == first  # fetched, not moved
+
+
+def test_a_reset_leaves_the_tree_at_the_ref_but_the_kept_file(remote, tmp_path):
+    bare, _, first, _ = remote
+    clone = tmp_path / "clone"
+    git.clone(str(bare), clone)
+    (clone / "a.yaml").write_text("changed\n")
+    (clone / "new" / "deep").mkdir(parents=True)
+    (clone / "new" / "deep" / "x.yaml").write_text("new\n")
+    (clone / ".gitignore").write_text("*.log\n")
+    (clone / "ignored.log").write_text("ignored\n")
+    (clone / ".lock").write_text("held\n")
+    git.reset(clone, first, keep=".lock")
+    assert git.head(clone) == first and (clone / "a.yaml").read_text() == "a: 1\n"
+    assert sorted(p.name for p in clone.iterdir()) == [".git", ".lock", "a.yaml"]
+
+
+def test_committing_everything_under_a_stand_in_identity(remote, tmp_path, monkeypatch):
+    bare, _, _, second = remote
+    clone = tmp_path / "clone"
+    git.clone(str(bare), clone)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "no-config"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setattr(git.getpass, "getuser", lambda: "ci")
+    (clone / "sub").mkdir()
+    (clone / "sub" / "c.yaml").write_text("c\n")
+    made = git.commit_all(clone, "publish exp/x@1")
+    assert made == git.head(clone) != second
+    said = _run("log", "-1", "--format=%an <%ae>|%cn <%ce>|%s", cwd=clone)
+    assert said == "ci <ci@localhost>|ci <ci@localhost>|publish exp/x@1"
+    assert _run("status", "--porcelain", cwd=clone) == ""
+    monkeypatch.setattr(git.getpass, "getuser", lambda: (_ for _ in ()).throw(KeyError("uid")))
+    assert git._identity(clone)["GIT_AUTHOR_NAME"] == "recipe"  # no user name at all
+    assert git._identity(clone) == {
+        "GIT_AUTHOR_NAME": "recipe",
+        "GIT_AUTHOR_EMAIL": "recipe@localhost",
+        "GIT_COMMITTER_NAME": "recipe",
+        "GIT_COMMITTER_EMAIL": "recipe@localhost",
+    }
