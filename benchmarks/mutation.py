@@ -88,6 +88,8 @@ TESTS: dict[str, list[str]] = {
         "tests/test_sharing_pieces.py",
         "tests/test_source_pieces.py",  # manage.py, config.py in-process
         "tests/test_copy_pieces.py",  # copying.py in-process
+        "tests/test_git_pieces.py",  # git.py on real repositories in-process
+        "tests/test_version_pieces.py",  # versions.py in-process
     ],
     "registry/compose": [
         "tests/test_overrides.py",

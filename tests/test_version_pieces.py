@@ -1,0 +1,224 @@
+"""Published versions in-process, by value: the file and index entry a publish writes, each
+malformed index entry said at its own key, a file too large or changed, the names a pin resolves
+to and the messages of one that does not, and what a bundled file declares."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from registry.doc import Recipe
+from registry.errors import RecipeError
+from registry.names import parse
+from registry.sharing import sources, versions
+
+ENTRY = {"version": 1, "file": "published/exp/x/1.yaml", "sha256": "0" * 64}
+
+
+@pytest.fixture
+def team(tmp_path, monkeypatch):
+    root = tmp_path / "team"
+    root.mkdir()
+    monkeypatch.setenv("RECIPE_PATH", f"team-a={root}")
+    monkeypatch.setenv("RECIPE_KNOWN_VERSIONS", str(tmp_path / "known.jsonl"))
+    return sources.Source("team-a", root, "path", str(root))
+
+
+def _recipe(name: str, **train) -> Recipe:
+    return Recipe(name, {"recipe": {"name": name, "summary": "the first"}, "train": {"steps": 7, **train}}, {})
+
+
+def test_a_publish_writes_an_immutable_file_and_its_index_entry(team, monkeypatch):
+    monkeypatch.setattr(versions.time, "gmtime", lambda: versions.time.struct_time((2026, 11, 28, 5, 6, 7, 5, 332, 0)))
+    made = versions.publish(_recipe("exp/x"), team)
+    file = team.root / "published" / "exp" / "x" / "1.yaml"
+    text = (
+        "# exp/x@1: published by recipe; immutable (its sha256 is in index.yaml).\n"
+        "recipe:\n  name: exp/x\n  summary: the first\n  version: 1\ntrain:\n  steps: 7\n"
+    )
+    assert file.read_text() == text and file.stat().st_mode & 0o777 == 0o444
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    assert made == versions.Version(team, "exp/x", 1, file, digest, "2026-11-28T05:06:07Z")
+    index = (team.root / "index.yaml").read_text()
+    assert index.startswith("# published versions: written by `recipe publish`, checked by `recipe validate --all`\n")
+    assert yaml.safe_load(index) == {
+        "versions": {
+            "exp/x": [
+                {
+                    "version": 1,
+                    "file": "published/exp/x/1.yaml",
+                    "sha256": digest,
+                    "date": "2026-11-28T05:06:07Z",
+                    "summary": "the first",
+                }
+            ]
+        }
+    }
+    second = versions.publish(_recipe("exp/x", steps=8), team)
+    assert second.number == 2 and [v.number for v in versions.versions(team, "exp/x")] == [1, 2]
+    assert versions.hashes(team) == {"exp/x@1": digest, "exp/x@2": second.sha256}
+
+
+def test_a_publish_never_overwrites_and_never_goes_to_a_git_or_the_bundled_source(team):
+    target = team.root / "published" / "exp" / "x" / "1.yaml"
+    target.parent.mkdir(parents=True)
+    target.write_text("# a version whose index entry was lost\n")
+    (team.root / "index.yaml").write_text("versions: {}\n")
+    with pytest.raises(RecipeError) as raised:
+        versions.publish(_recipe("exp/x"), team)
+    assert "index.yaml does not list them (hint: " in str(raised.value)  # never restarted at 1 beside it
+    target.unlink()
+    versions.publish(_recipe("exp/x"), team)
+    planted = team.root / "published" / "exp" / "x" / "2.yaml"
+    planted.write_text("# not a version\n")
+    with pytest.raises(RecipeError) as raised:
+        versions.publish(_recipe("exp/x"), team)
+    assert str(raised.value) == f"{planted}: exists; a published version is never overwritten (hint: check index.yaml)"
+    with pytest.raises(RecipeError) as raised:
+        versions.publish(_recipe("exp/x"), sources.Source("team-g", team.root, "git", "file:///x.git"))
+    assert str(raised.value) == "team-g is a git source: publish into a working copy (a path source) and push"
+    with pytest.raises(RecipeError) as raised:
+        versions.publish(_recipe("exp/x"), sources.bundled())
+    assert str(raised.value) == (
+        "the bundled recipes are part of the package; publish to a team source (recipe source add)"
+    )
+
+
+@pytest.mark.parametrize(
+    "entry, key, message",
+    [
+        ("one", "one", "exp/x: a version must be a mapping"),
+        ({"version": 1, "file": "f.yaml"}, "{", "exp/x: a version without sha256"),
+        ({"file": "f.yaml"}, "{", "exp/x: a version without version, sha256"),
+        ({**ENTRY, "version": 0}, "version:", "exp/x: version 0 is not a number >= 1"),
+        ({**ENTRY, "version": True}, "version:", "exp/x: version True is not a number >= 1"),
+        ({**ENTRY, "version": "1"}, "version:", "exp/x: version '1' is not a number >= 1"),
+        ({**ENTRY, "file": "/etc/passwd"}, "file:", "exp/x@1: file '/etc/passwd' is not a path inside the source"),
+        ({**ENTRY, "file": "a/../../b"}, "file:", "exp/x@1: file 'a/../../b' is not a path inside the source"),
+        ({**ENTRY, "file": ""}, "file:", "exp/x@1: file '' is not a path inside the source"),
+        ({**ENTRY, "file": 3}, "file:", "exp/x@1: file 3 is not a path inside the source"),
+        ({**ENTRY, "sha256": "A" * 64}, "sha256", f"exp/x@1: sha256 {'A' * 64!r} is not 64 hex digits"),
+        ({**ENTRY, "sha256": "0" * 63}, "sha256", f"exp/x@1: sha256 {'0' * 63!r} is not 64 hex digits"),
+        ({**ENTRY, "date": 2026}, "date:", "exp/x@1: date 2026 is not text"),
+    ],
+)
+def test_a_malformed_index_entry_is_said_at_its_own_key(team, entry, key, message):
+    text = "# index\n" + yaml.safe_dump(
+        {"versions": {"exp/x": [entry]}}, sort_keys=False, default_flow_style=None, width=1000
+    )
+    (team.root / "index.yaml").write_text(text)
+    with pytest.raises(RecipeError) as raised:
+        versions.index(team)
+    problem = raised.value.problem
+    # the line and column of the key at fault (or of the entry, or of the list holding it)
+    number, line = next((n, line) for n, line in enumerate(text.splitlines(), 1) if key in line and n > 2)
+    at = line.index(key) + 1
+    assert (problem.message, problem.origin) == (
+        f"malformed index.yaml: {message}",
+        f"{team.root / 'index.yaml'}:{number}:{at}",
+    )
+    assert problem.hint == versions._INDEX_HINT
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("versions: [a]\n", "versions must be a mapping of names to lists of versions"),
+        ("versions: {exp/x: one}\n", "exp/x: must be a list of versions"),
+        ("versions: {'team:exp/x': []}\n", "'team:exp/x' is not a recipe name"),
+        ("versions: {'exp/x@2': []}\n", "'exp/x@2' is not a recipe name"),
+    ],
+)
+def test_a_malformed_index_is_said_with_what_it_should_hold(team, text, message):
+    (team.root / "index.yaml").write_text(text)
+    with pytest.raises(RecipeError) as raised:
+        versions.index(team)
+    assert raised.value.problem.message == f"malformed index.yaml: {message}"
+
+
+def test_a_file_too_large_or_unreadable_is_refused_before_it_is_read(tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * (versions.MAX_BYTES + 1))
+    with pytest.raises(RecipeError) as raised:
+        versions.sha256(big)
+    assert (
+        raised.value.problem.message == f"{versions.MAX_BYTES + 1} bytes, larger than 1048576; not a published recipe"
+    )
+    exact = tmp_path / "exact.yaml"
+    exact.write_bytes(b"#" * versions.MAX_BYTES)  # the limit itself is a recipe
+    assert versions.sha256(exact) == hashlib.sha256(exact.read_bytes()).hexdigest()
+    with pytest.raises(RecipeError) as raised:
+        versions.sha256(tmp_path / "none.yaml")
+    assert str(raised.value) == f"{tmp_path / 'none.yaml'}: cannot read: No such file or directory"
+
+
+def test_a_changed_or_missing_published_file_is_said(team):
+    made = versions.publish(_recipe("exp/x"), team)
+    made.file.chmod(0o644)
+    made.file.write_text(made.file.read_text() + "# edited\n")
+    now = hashlib.sha256(made.file.read_bytes()).hexdigest()
+    with pytest.raises(RecipeError) as raised:
+        versions.verified_file(made)
+    assert raised.value.problem.message == (
+        f"published version team-a:exp/x@1 was changed after publishing (sha256 {now[:12]}, index says {made.sha256[:12]})"
+    )
+    assert raised.value.problem.rule == "hash-mismatch" and raised.value.problem.origin == str(made.file)
+    made.file.unlink()
+    with pytest.raises(RecipeError) as raised:
+        versions.verified_file(made)
+    assert raised.value.problem.message == "published version team-a:exp/x@1 is missing"
+
+
+def test_what_a_name_with_or_without_a_version_denotes(team, tmp_path, monkeypatch):
+    first = versions.publish(_recipe("exp/x"), team)
+    second = versions.publish(_recipe("exp/x", steps=8), team)
+    assert versions.lookup(parse("exp/x")) == second  # the newest
+    assert versions.lookup(parse("exp/x@1")) == first
+    assert versions.lookup(parse("team-a:exp/x@1")) == first
+    assert versions.pin(first) == "team-a:exp/x@1"
+    assert versions.lookup(parse("tiny/ddp/cpu")) is None  # not published: the working file
+    assert versions.lookup(parse("tiny/ddp/cpu@1")) is None  # the bundled file as shipped
+    shipped = sources.bundled()
+    assert versions.pin(versions.Version(shipped, "tiny/ddp/cpu", 1, Path("x"), "", "")) == "tiny/ddp/cpu@1"
+    for name, message in (
+        ("exp/x@3", "team-a:exp/x has no version 3 (published: 1, 2)"),
+        ("team-a:exp/x@3", "team-a:exp/x has no version 3 (published: 1, 2)"),
+        ("tiny/ddp/cpu@2", "bundled:tiny/ddp/cpu has no version 2 (published: none; the bundled file is version 1)"),
+        ("exp/nothing@1", "no source has published exp/nothing@1"),
+        ("bundled:exp/nothing@1", "no source has published exp/nothing@1"),
+    ):
+        with pytest.raises(RecipeError) as raised:
+            versions.lookup(parse(name))
+        assert str(raised.value) == message, name
+    other = tmp_path / "other"
+    other.mkdir()
+    monkeypatch.setenv("RECIPE_PATH", f"team-a={team.root}:team-b={other}")
+    versions.publish(_recipe("exp/x"), sources.Source("team-b", other, "path", str(other)))
+    with pytest.raises(RecipeError) as raised:
+        versions.lookup(parse("exp/x@1"))
+    assert str(raised.value) == (
+        "exp/x@1 is ambiguous: 2 sources have a version 1 (hint: name the source: team-a:exp/x@1 or team-b:exp/x@1)"
+    )
+    assert versions.lookup(parse("exp/x@2")) == second  # only one source has a 2
+    assert [(s.name, v.number if v else None) for s, v in versions.holders(parse("exp/x@1"))] == [
+        ("team-a", 1),
+        ("team-b", 1),
+    ]
+    assert [s.name for s, v in versions.holders(parse("tiny/ddp/cpu@1"))] == ["bundled"]
+
+
+@pytest.mark.parametrize("declared, number", [("1", None), (True, None), (0, None), (3, 3), (None, None)])
+def test_what_a_bundled_file_declares(tmp_path, monkeypatch, declared, number):
+    from registry.load import _load_cached
+
+    root = tmp_path / "bundled"
+    (root / "exp").mkdir(parents=True)
+    (root / "exp" / "x.yaml").write_text(yaml.safe_dump({"recipe": {"name": "exp/x", "version": declared}}))
+    _load_cached.cache_clear()
+    bundled = sources.Source("bundled", root, "bundled", None)
+    assert versions.declared(bundled, parse("exp/x")) == number
+    assert versions.declared(sources.Source("team-a", root, "path", str(root)), parse("exp/x")) is None
+    assert versions.declared(bundled, parse("exp/none")) is None
