@@ -155,3 +155,54 @@ def test_committing_everything_under_a_stand_in_identity(remote, tmp_path, monke
         "GIT_COMMITTER_NAME": "recipe",
         "GIT_COMMITTER_EMAIL": "recipe@localhost",
     }
+
+
+def test_a_push_lands_on_the_named_branch_of_origin(remote, tmp_path):
+    bare, _, _, second = remote
+    clone = tmp_path / "clone"
+    git.clone(str(bare), clone)
+    (clone / "new.yaml").write_text("n\n")
+    made = git.commit_all(clone, "publish exp/n@1")
+    git.push(clone, "trunk")
+    assert _run("rev-parse", "trunk", cwd=bare) == made
+    git.push(clone, "side")  # a branch the remote does not have yet is made
+    assert _run("rev-parse", "side", cwd=bare) == made
+    git.move(clone, second)
+    with pytest.raises(RecipeError) as raised:  # behind the remote: refused, said by git's reason
+        git.push(clone, "trunk")
+    assert str(raised.value).startswith("git push failed: [rejected] HEAD -> trunk (non-fast-forward)")
+
+
+def test_a_commit_skips_the_users_hooks_and_keeps_their_identity(remote, tmp_path):
+    bare, _, _, _ = remote
+    clone = tmp_path / "clone"
+    git.clone(str(bare), clone)
+    hook = clone / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\necho 'formatter ran' >&2\nexit 1\n")  # would rewrite a hashed file
+    hook.chmod(0o755)
+    _run("config", "user.name", "Ada", cwd=clone)
+    _run("config", "user.email", "ada@example.com", cwd=clone)
+    (clone / "b.yaml").write_text("b\n")
+    git.commit_all(clone, "publish exp/b@1")
+    assert _run("log", "-1", "--format=%an <%ae>", cwd=clone) == "Ada <ada@example.com>"
+
+
+def test_a_reset_removes_a_nested_repository_left_in_the_tree(remote, tmp_path):
+    bare, _, first, _ = remote
+    clone = tmp_path / "clone"
+    git.clone(str(bare), clone)
+    _run("init", "-q", str(clone / "nested"), cwd=tmp_path)  # removed only by clean's second -f
+    git.reset(clone, first, keep=".lock")
+    assert not (clone / "nested").exists()
+
+
+def test_a_fetch_forgets_branches_the_remote_deleted(remote, tmp_path):
+    bare, seed, _, _ = remote
+    _run("push", "-q", "origin", "HEAD:refs/heads/feature", cwd=seed)
+    clone = tmp_path / "clone"
+    git.clone(str(bare), clone)
+    assert git.rev(clone, "origin/feature")
+    _run("push", "-q", "origin", "--delete", "feature", cwd=seed)
+    git.fetch(clone)
+    with pytest.raises(RecipeError):
+        git.rev(clone, "origin/feature")
