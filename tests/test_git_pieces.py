@@ -206,3 +206,46 @@ def test_a_fetch_forgets_branches_the_remote_deleted(remote, tmp_path):
     git.fetch(clone)
     with pytest.raises(RecipeError):
         git.rev(clone, "origin/feature")
+
+
+# --- the working copy a publish goes through (gitpublish.py) -------------------------------------------
+def test_the_working_copy_is_cloned_once_made_again_for_another_url_and_replaces_a_stray_folder(
+    remote, tmp_path, monkeypatch
+):
+    from registry.sharing import gitpublish, sources, versions
+
+    bare, _, _, second = remote
+    monkeypatch.setenv("RECIPE_CACHE", str(tmp_path / "cache"))
+    source = sources.Source("team-b", tmp_path / "cache" / "team-b", "git", str(bare))
+    work = gitpublish.working_copy(source)
+    assert work == tmp_path / "cache" / ".publish" / "team-b"
+    work.mkdir(parents=True)
+    (work / "stray.txt").write_text("not a clone")
+    gitpublish._prepare(work, str(bare))
+    assert git.head(work) == second and not (work / "stray.txt").exists()
+    assert (work / ".git" / "info" / "exclude").read_text().splitlines()[-1] == versions.LOCK
+    assert sorted(p.name for p in work.parent.iterdir()) == ["team-b"]  # no staging folder left
+    (work / "mine.txt").write_text("kept: the same URL is not cloned again")
+    gitpublish._prepare(work, str(bare))
+    assert (work / "mine.txt").exists()
+    other = tmp_path / "other.git"
+    _run("clone", "-q", "--bare", str(bare), str(other), cwd=tmp_path)
+    gitpublish._prepare(work, str(other))  # the source re-added with another URL
+    assert git.origin_url(work) == str(other) and not (work / "mine.txt").exists()
+    (work / ".git" / "config").write_text("[broken")  # a clone git cannot read: made again
+    gitpublish._prepare(work, str(other))
+    assert git.origin_url(work) == str(other)
+
+
+def test_a_working_copy_beyond_repair_is_removed_and_a_held_lock_is_said(tmp_path, monkeypatch):
+    from registry.sharing import gitpublish, sources
+
+    work = tmp_path / "work"
+    work.mkdir()
+    gitpublish._reset(work, "main")  # not a repository: nothing to reset, so nothing is kept
+    assert not work.exists()
+    monkeypatch.setattr(gitpublish, "LOCK_WAIT_S", 0.05)
+    source = sources.Source("team-b", tmp_path, "git", "file:///team.git")
+    with gitpublish._locked(work, source), pytest.raises(RecipeError) as raised, gitpublish._locked(work, source):
+        pass
+    assert str(raised.value) == f"{tmp_path / 'work.lock'}: another publish to team-b holds it (hint: try again)"
