@@ -222,3 +222,69 @@ def test_what_a_bundled_file_declares(tmp_path, monkeypatch, declared, number):
     assert versions.declared(bundled, parse("exp/x")) == number
     assert versions.declared(sources.Source("team-a", root, "path", str(root)), parse("exp/x")) is None
     assert versions.declared(bundled, parse("exp/none")) is None
+
+
+# --- what this machine remembers of the versions it saw (trust.py) -------------------------------
+def test_the_record_of_versions_seen_lies_beside_the_config_file(tmp_path, monkeypatch):
+    from registry.sharing import trust
+
+    monkeypatch.delenv("RECIPE_KNOWN_VERSIONS", raising=False)
+    monkeypatch.setenv("RECIPE_CONFIG", str(tmp_path / "sources.yaml"))
+    assert trust.store_file() == tmp_path / "known-versions.jsonl"
+    monkeypatch.setenv("RECIPE_CONFIG", str(tmp_path / "team.yaml"))
+    assert trust.store_file() == tmp_path / "team.known-versions.jsonl"
+    monkeypatch.setenv("RECIPE_KNOWN_VERSIONS", str(tmp_path / "mine.jsonl"))
+    assert trust.store_file() == tmp_path / "mine.jsonl"
+
+
+def test_versions_are_remembered_once_by_place_and_a_change_is_refused_until_accepted(team, tmp_path):
+    import json
+
+    from registry.sharing import trust
+
+    store = tmp_path / "known.jsonl"
+    first = versions.publish(_recipe("exp/x"), team)
+    trust.check(first)  # first sight: remembered
+    trust.check(first)  # seen: nothing added
+    lines = [json.loads(line) for line in store.read_text().splitlines()]
+    assert lines == [{"place": str(team.root.resolve()), "version": "exp/x@1", "sha256": first.sha256}]
+    assert store.stat().st_mode & 0o777 == 0o600
+    changed = versions.Version(team, "exp/x", 1, first.file, "f" * 64, "")
+    with pytest.raises(RecipeError) as raised:
+        trust.check(changed)
+    problem = raised.value.problem
+    assert (problem.rule, problem.origin) == ("version-changed", str(first.file))
+    assert problem.message == (
+        f"published version team-a:exp/x@1 changed since this machine first saw it "
+        f"(sha256 ffffffffffff now, {first.sha256[:12]} first seen)"
+    )
+    assert problem.hint == "recipe source accept team-a exp/x@1 if the change is deliberate"
+    assert trust.changed(team, {"exp/x@1": "f" * 64, "exp/x@9": "e" * 64}) == [
+        trust.Changed("team-a", "exp/x@1", first.sha256, "f" * 64)
+    ]
+    trust.remember(team, {"exp/x@1": "f" * 64}, replace=True)
+    assert trust.known() == {(str(team.root.resolve()), "exp/x@1"): "f" * 64}
+    assert store.stat().st_mode & 0o777 == 0o600
+    trust.remember(sources.bundled(), {"tiny/ddp/cpu@1": "a" * 64})  # the package's own: never recorded
+    trust.check(versions.Version(sources.bundled(), "tiny/ddp/cpu", 1, Path("x"), "b" * 64, ""))
+    assert len(store.read_text().splitlines()) == 1
+
+
+def test_a_line_cut_off_mid_append_is_skipped_and_the_first_sighting_wins(tmp_path, monkeypatch):
+    from registry.sharing import trust
+
+    store = tmp_path / "known.jsonl"
+    monkeypatch.setenv("RECIPE_KNOWN_VERSIONS", str(store))
+    store.write_text(
+        '{"place": "p", "version": "a@1", "sha256": "1"}\n'
+        '{"place": "p", "version": "a@1", "sha256": "2"}\n'
+        '{"place": "p", "version": "b@1"}\n'
+        '["p"]\n'
+        '{"place": "p", "vers'
+    )
+    assert trust.known() == {("p", "a@1"): "1"}
+    store.write_bytes(b"\xff\xfe")
+    with pytest.raises(RecipeError) as raised:
+        trust.known()
+    assert str(raised.value).startswith(f"{store}: cannot read the known versions (")
+    assert str(raised.value).endswith("); hint: move it aside")
