@@ -90,6 +90,7 @@ TESTS: dict[str, list[str]] = {
         "tests/test_copy_pieces.py",  # copying.py in-process
         "tests/test_git_pieces.py",  # git.py on real repositories in-process
         "tests/test_version_pieces.py",  # versions.py in-process
+        "tests/test_listing_pieces.py",  # listing.py in-process
     ],
     "registry/compose": [
         "tests/test_overrides.py",
