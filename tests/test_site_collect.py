@@ -165,3 +165,67 @@ def test_a_team_sources_catalog_chains_versions_and_counts_cells_it_leaves_out(t
     assert [e.date for e in (v1, v2, v3)] == ["d1", "d2", "d3"]
     assert v1.previous is None and v2.previous is v1 and v3.previous is v2
     assert v1.siblings == v2.siblings == [v1, v2, v3] and v1.source == "team-a" and v1.target == "team-a:exp/x@1"
+
+
+def _listed(**fields):
+    from registry.sharing import listing
+
+    base = {"name": "exp/x", "version": None, "source": "bundled", "tuned": False, "summary": "", "path": "exp/x"}
+    return listing.Entry(**{**base, **fields})
+
+
+@pytest.mark.parametrize(
+    "fields, target",
+    [
+        ({"parts_from": ("bundled",), "name": "tiny/ddp/cpu", "source": "-"}, "tiny/ddp/cpu"),  # a cell by its name
+        ({"parts_from": ("team-a", "bundled"), "name": "x/ddp/cpu", "source": "team-a"}, "x/ddp/cpu"),
+        ({}, "exp/x"),  # a bundled working recipe, bare
+        ({"published": True, "version": 3, "name": "exp/x@3"}, "bundled:exp/x@3"),
+        ({"source": "team-a", "name": "team-a:exp/x"}, "team-a:exp/x"),
+        ({"source": "team-a", "published": True, "version": 2}, "team-a:exp/x@2"),
+        ({"source": "team-a", "version": 4}, "team-a:exp/x"),  # a working file's own number is no pin
+    ],
+)
+def test_what_a_page_runs_names_exactly_that_recipe(fields, target):
+    assert collect._target(_listed(**fields)) == target
+
+
+@pytest.mark.parametrize(
+    "fields, source",
+    [
+        ({"parts_from": ("bundled", "team-b", "team-a")}, "team-b"),  # the first team source of its parts
+        ({"parts_from": ("bundled", "bundled")}, "bundled"),
+        ({"source": "team-a"}, "team-a"),
+        ({"source": "team-a", "parts_from": ()}, "team-a"),
+    ],
+)
+def test_which_source_files_a_page(fields, source):
+    assert collect._source(_listed(**fields)) == source
+
+
+def test_axes_from_the_parts_composed_else_from_values():
+    from registry.compose import compose
+
+    assert collect._axes(None, None) == ("", "", "")
+    recipe = compose("tiny/ddp/cpu")
+    assert collect._axes(None, recipe) == ("tiny", "ddp", "cpu")
+    assert collect._axes(("a", "b", "c"), recipe) == ("a", "b", "c")  # a cell's own names first
+    plain = Recipe("exp/x", {"policy": {"type": "act"}, "backend": {"kind": "ddp"}, "hardware": {}}, {})
+    plain.inputs = [collect.sources.bundled().root / "base.yaml"]  # a file, but not a part
+    assert collect._axes(None, plain) == ("act", "ddp", "cpu")
+
+
+def test_a_catalogs_working_recipe_keeps_no_version_and_each_name_is_its_own_group(monkeypatch):
+    from registry.sharing import listing
+
+    rows = [
+        _listed(name="tiny/ddp/cpu", path="tiny/ddp/cpu", version=1, cell=("tiny", "ddp", "cpu")),  # declares 1
+        _listed(name="a@1", source="team-a", path="exp/a", version=1, published=True, date="d"),
+        _listed(name="b@1", source="team-a", path="exp/b", version=1, published=True, date="e"),
+    ]
+    monkeypatch.setattr(listing, "every_recipe", lambda: rows)
+    monkeypatch.setattr(collect, "compose", lambda target: Recipe(target, {"recipe": {"name": target}}, {}))
+    catalog = collect.gather()
+    working, a, b = catalog.entries
+    assert working.version is None and working.axes == ("tiny", "ddp", "cpu") and working.target == "tiny/ddp/cpu"
+    assert a.siblings == [a] and b.siblings == [b] and a.previous is None and (a.date, b.date) == ("d", "e")
