@@ -249,3 +249,62 @@ def test_a_working_copy_beyond_repair_is_removed_and_a_held_lock_is_said(tmp_pat
     with gitpublish._locked(work, source), pytest.raises(RecipeError) as raised, gitpublish._locked(work, source):
         pass
     assert str(raised.value) == f"{tmp_path / 'work.lock'}: another publish to team-b holds it (hint: try again)"
+
+
+def _published_through(tmp_path, monkeypatch, remote):
+    from registry.doc import Recipe
+    from registry.sharing import sources
+
+    bare = remote[0]
+    monkeypatch.setenv("RECIPE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("RECIPE_KNOWN_VERSIONS", str(tmp_path / "known.jsonl"))
+    source = sources.Source("team-b", tmp_path / "cache" / "team-b", "git", str(bare))
+    return Recipe("exp/x", {"recipe": {"name": "exp/x"}, "train": {"steps": 1}}, {}), source
+
+
+def test_a_push_beaten_every_time_gives_up_after_five_attempts(remote, tmp_path, monkeypatch, capsys):
+    from registry.sharing import gitpublish
+
+    recipe, source = _published_through(tmp_path, monkeypatch, remote)
+    tries = []
+    monkeypatch.setattr(gitpublish, "_attempt", lambda *args: tries.append(1) or (None, False))
+    monkeypatch.setattr(gitpublish.time, "sleep", lambda s: None)
+    with pytest.raises(RecipeError) as raised:
+        gitpublish.publish(recipe, source)
+    assert len(tries) == gitpublish.ATTEMPTS == 5
+    assert str(raised.value) == (
+        "cannot publish exp/x to team-b: other publishers pushed first 5 times in a row;"
+        " nothing was published (hint: try again)"
+    )
+    notes = capsys.readouterr().err.splitlines()
+    assert notes[0] == (
+        "note: team-b: another publisher pushed first; publishing exp/x again from the remote's new state"
+        " (attempt 2 of 5)"
+    )
+    assert len(notes) == 4 and notes[-1].endswith("(attempt 5 of 5)")
+
+
+def test_a_refused_push_whose_check_cannot_reach_the_remote_says_the_refusal(remote, tmp_path, monkeypatch):
+    from registry.sharing import gitpublish
+
+    recipe, source = _published_through(tmp_path, monkeypatch, remote)
+    fetches = []
+    real_fetch = git.fetch
+
+    def fetch(repo):
+        fetches.append(repo)
+        if len(fetches) > 1:  # after the push: the network is down
+            raise RecipeError("git fetch failed: Could not resolve host")
+        real_fetch(repo)
+
+    def push(repo, branch):
+        raise RecipeError("git push failed: Connection reset by peer")
+
+    monkeypatch.setattr(git, "fetch", fetch)
+    monkeypatch.setattr(git, "push", push)
+    with pytest.raises(RecipeError) as raised:
+        gitpublish.publish(recipe, source)
+    assert str(raised.value) == (
+        f"cannot publish exp/x to team-b ({remote[0]}): git push failed: Connection reset by peer;"
+        " nothing was published"
+    )

@@ -85,6 +85,7 @@ def test_a_git_source_is_cloned_into_the_cache_and_listed_with_its_commit(home):
     head = _git("rev-parse", "HEAD", cwd=clone)
     assert said == f"team-g: {url} at {head[:12]}"
     assert _saved(home) == {"sources": [{"name": "team-g", "git": url, "rules": "everywhere"}]}
+    assert list(_saved(home)["sources"][0]) == ["name", "git", "rules"]  # as written, not sorted
     assert [p.name for p in (home / "cache").iterdir()] == ["team-g"]  # no staging folder left
     folder = home / "team"
     folder.mkdir()
