@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from registry.errors import RecipeError
-from registry.sharing import config, manage, sources
+from registry.sharing import binding, config, manage, sources
 
 
 @pytest.fixture
@@ -411,3 +411,49 @@ def test_a_git_source_whose_index_cannot_be_read_is_not_added(home):
         manage.add("team-g", f"file://{bare}")
     assert str(raised.value).startswith("cannot add team-g: ")
     assert not (home / "sources.yaml").exists() and list((home / "cache").iterdir()) == []
+
+
+# --- the schema beside a copy, a refresh that cannot read the index, the status cache's key -------------
+@pytest.mark.parametrize("text", ["not json {", "[1, 2]", '"a string"'])
+def test_a_schema_file_that_is_not_a_json_object_is_never_replaced(tmp_path, text):
+    path = tmp_path / "recipe.schema.json"
+    path.write_text(text)
+    with pytest.raises(RecipeError) as raised:
+        binding.write_schema(path)
+    assert str(raised.value) == (
+        f"{path}: exists and is not a schema recipe wrote; not replaced (hint: move it, and write again)"
+    )
+    assert path.read_text() == text
+
+
+def test_a_sources_index_that_cannot_be_read_moves_the_clone_back(tmp_path, monkeypatch):
+    from registry.sharing import git, refresh, versions
+
+    moved = []
+    monkeypatch.setattr(git, "head", lambda clone: "a" * 40)
+    monkeypatch.setattr(git, "fetch", lambda clone: None)
+    monkeypatch.setattr(git, "rev", lambda clone, ref: "b" * 40)
+    monkeypatch.setattr(git, "contains", lambda clone, old, new: True)
+    monkeypatch.setattr(git, "move", lambda clone, commit: moved.append((clone, commit)))
+
+    def unreadable(source):
+        raise RecipeError("team-a: index.yaml: not a mapping")
+
+    monkeypatch.setattr(versions, "hashes", unreadable)
+    with pytest.raises(RecipeError) as raised:
+        refresh.refresh("team-a", "file:///team.git", tmp_path)
+    assert str(raised.value) == "team-a: index.yaml: not a mapping"
+    assert moved == [(tmp_path, "b" * 40), (tmp_path, "a" * 40)]  # looked, then back where it was
+
+
+def test_a_status_cache_key_moves_when_a_recipe_is_renamed(tmp_path, monkeypatch):
+    from registry.sharing import listing
+
+    team = tmp_path / "team"
+    (team / "exp").mkdir(parents=True)
+    (team / "exp" / "a.yaml").write_text("extends: [tiny/ddp/cpu]\n")
+    monkeypatch.setenv("RECIPE_PATH", f"team-a={team}")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    before = listing._StatusCache().key
+    (team / "exp" / "a.yaml").rename(team / "exp" / "b.yaml")  # as many files, another name
+    assert listing._StatusCache().key != before
