@@ -246,7 +246,8 @@ def test_a_name_whose_versions_cannot_be_read_is_an_invalid_row_not_a_failure(te
     assert not (roots["team-a"] / "index.yaml").exists()
     rows, _ = listing.entries({"policy": "tiny", "backend": "ddp", "hardware": None})
     said = {e.name: e for e in rows}
-    for hardware, source, tuned in (("cpu", "team-a", True), ("2x1", "-", False)):  # "-": no source has the name
+    # the source whose index is lost is named, whether or not it has a file of the name
+    for hardware, source, tuned in (("cpu", "team-a", True), ("2x1", "team-a", False)):
         name = f"tiny/ddp/{hardware}"
         lost = f"source 'team-a' has published {name}@1 but its index.yaml is missing"
         summary = f"team-a/index.yaml: error[index-missing] {lost} {HINT}"

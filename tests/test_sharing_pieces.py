@@ -463,3 +463,15 @@ def test_an_unreachable_directory_source_and_an_unknown_source_say_what_to_do(tm
     with pytest.raises(RecipeError) as raised:
         sources.candidates(parse("team-q:exp/x"))
     assert str(raised.value) == "unknown source 'team-q' in team-q:exp/x (known: team-a, team-b, bundled)"
+
+
+def test_a_name_the_index_lists_without_versions_is_no_recipe(tmp_path, monkeypatch):
+    from registry.sharing import listing
+
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "index.yaml").write_text("versions: {exp/y: []}\n")
+    monkeypatch.setenv("RECIPE_PATH", f"team-a={team}")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    rows, _ = listing.entries(dict.fromkeys(("policy", "backend", "hardware")), everything=True)
+    assert "exp/y" not in [e.name for e in rows] and rows  # not an untuned cell of parts policy/exp, backend/y

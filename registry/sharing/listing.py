@@ -92,7 +92,9 @@ def _found(filters: dict, tuned_only: bool = False, everything: bool = False, ev
     every = sources.all_sources()
     providers: dict[str, list[sources.Source]] = {}
     for source in every:
-        here = set(versions.index(source)) | {"/".join(c) for c in source.overlays()} | set(source.free_standing())
+        # a name the index lists with no version is no recipe of the source (nor an untuned cell)
+        listed = {name for name, found in versions.index(source).items() if found}
+        here = listed | {"/".join(c) for c in source.overlays()} | set(source.free_standing())
         for name in sorted(here):
             providers.setdefault(name, []).append(source)
     parts = [set(sources.part_names(a)) for a in AXES]
@@ -131,7 +133,7 @@ def _rows(name: str, cell: tuple | None, providers: list[sources.Source], every_
         winner = versions.lookup(parsed)
         own = winner.file if winner else sources.find(parsed)
     except RecipeError as e:  # a lost or malformed index, a changed version: shown, not fatal
-        return [_broken(name, providers[0].name if providers else "-", tuned, e, cell, name, target=name)]
+        return [_broken(name, _unreadable_in(parsed, providers), tuned, e, cell, name, target=name)]
     if winner is not None:
         source, version = winner.source, winner.number
     elif own is not None:
@@ -170,6 +172,19 @@ def _rows(name: str, cell: tuple | None, providers: list[sources.Source], every_
             e.target = shown
             out.append(e)
     return out
+
+
+def _unreadable_in(name: Name, providers: list[sources.Source]) -> str:
+    """The source whose versions of NAME cannot be read (a lost or malformed index: it need not
+    provide the name otherwise), else the first that has the name."""
+    from registry.sharing import versions
+
+    for source in sources.candidates(name):
+        try:
+            versions.versions(source, name.path)
+        except RecipeError:
+            return source.name
+    return providers[0].name if providers else "-"
 
 
 def _broken(shown: str, source: str, tuned: bool, e: RecipeError, cell, path: str, target: str = "") -> Entry:
