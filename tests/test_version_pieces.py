@@ -288,3 +288,41 @@ def test_a_line_cut_off_mid_append_is_skipped_and_the_first_sighting_wins(tmp_pa
         trust.known()
     assert str(raised.value).startswith(f"{store}: cannot read the known versions (")
     assert str(raised.value).endswith("); hint: move it aside")
+
+
+# --- registry/sharing's seed-3 draw: the four its GPU run did not reach ---------------------------------
+def test_two_config_files_alike_in_time_are_two_sets_of_sources(tmp_path, monkeypatch):
+    import os
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder, config in ((a, tmp_path / "a.yaml"), (b, tmp_path / "b.yaml")):
+        folder.mkdir()
+        config.write_text(f"sources: [{{name: {folder.name}-team, path: {folder}}}]\n")
+        os.utime(config, ns=(1_000_000_000, 1_000_000_000))  # the same mtime: only the path tells them apart
+    monkeypatch.setenv("RECIPE_CONFIG", str(tmp_path / "a.yaml"))
+    assert [s.name for s in sources.all_sources()] == ["a-team", "bundled"]
+    monkeypatch.setenv("RECIPE_CONFIG", str(tmp_path / "b.yaml"))
+    assert [s.name for s in sources.all_sources()] == ["b-team", "bundled"]
+
+
+def test_a_source_has_a_name_as_a_file_or_as_a_cell_of_its_parts():
+    bundled = sources.bundled()
+    assert sources.has(bundled, parse("tiny/ddp/cpu"))  # a file
+    assert sources.has(bundled, parse("tiny/ddp/8xA100"))  # no file: a cell of its parts
+    assert not sources.has(bundled, parse("tiny/ddp"))  # two parts are no cell
+    assert not sources.has(bundled, parse("tiny/ddp/nothing"))
+
+
+def test_a_published_file_linked_out_of_the_source_is_said_at_its_index_entry(team, tmp_path):
+    outside = tmp_path / "outside.yaml"
+    outside.write_text("recipe: {name: exp/x}\n")
+    (team.root / "published" / "exp" / "x").mkdir(parents=True)
+    (team.root / "published" / "exp" / "x" / "1.yaml").symlink_to(outside)
+    digest = hashlib.sha256(outside.read_bytes()).hexdigest()
+    text = f"versions:\n  exp/x:\n  - version: 1\n    file: published/exp/x/1.yaml\n    sha256: {digest}\n"
+    (team.root / "index.yaml").write_text(text)
+    with pytest.raises(RecipeError) as raised:
+        versions.versions(team, "exp/x")
+    problem = raised.value.problem
+    assert problem.origin == f"{team.root / 'index.yaml'}:4:5"  # the entry's file key
+    assert problem.message == "team-a:exp/x@1: published/exp/x/1.yaml resolves outside the source"
