@@ -189,7 +189,7 @@ def test_index_lists_every_recipe_with_its_columns(site):
     # published versions: each listed, the working file of a published name not again
     assert rows["team-x:exp/evil@1"][7:] == ["11.5", "70%"]
     assert rows["team-x:exp/evil@2"][7:] == ["12.5", "60%"]
-    assert rows["team-x:exp/evil@2"][2:5] == ["pi07_low_level", "zero2", "8xA100-80GB"]
+    assert rows["team-x:exp/evil@2"][2:5] == ["pi07", "zero2", "8xA100"]  # the parts its index entry records
     assert "team-x:exp/evil" not in rows
     # untuned cells: listed when they validate, counted when they do not
     assert rows["tiny/ddp/2x1"][5:7] == ["valid", "no"]
@@ -499,9 +499,9 @@ def test_page_fragments_word_for_word_without_a_build():
 )
 def test_a_published_recipes_axes_are_named_from_its_values(section, axis, named):
     """A published file holds no parts: the catalog names its axes as the parts are spelt."""
-    from registry.sharing.site.collect import _described
+    from registry.sharing.listing import described
 
-    assert _described({axis: section}, axis) == named
+    assert described({axis: section}, axis) == named
 
 
 def test_index_order_sources_and_summaries_and_stale_pages_in_process(tmp_path):

@@ -142,7 +142,10 @@ def test_what_a_missing_version_changed_file_and_lost_index_say(tmp_path, team_a
         r = run_cli("publish", "tiny/ddp/cpu", "recipe.name=exp/only", f"train.steps={steps}", "--to", "team-a", env=a)
         assert r.returncode == 0, r.stderr
     index = yaml.safe_load((work / "recipes" / "index.yaml").read_text())["versions"]["exp/only"]
-    assert [list(entry) for entry in index] == [["version", "file", "sha256", "date", "summary"]] * 2  # in this order
+    assert [list(entry) for entry in index] == [
+        ["version", "file", "sha256", "date", "summary", "parts"]
+    ] * 2  # in order
+    assert index[1]["parts"] == {"policy": "tiny", "backend": "ddp", "hardware": "cpu"}
     assert index[0]["summary"] == "the built-in tiny policy under DDP on CPU (2 processes, gloo)"
     r = run_cli("show", "exp/only@7", env=a)
     assert r.returncode == 2 and "team-a:exp/only has no version 7 (published: 1, 2)" in r.stderr, r.stderr

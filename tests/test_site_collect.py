@@ -9,6 +9,7 @@ import pytest
 
 from registry.doc import Recipe
 from registry.errors import Problem
+from registry.sharing import listing, sources
 from registry.sharing.site import collect
 
 
@@ -89,7 +90,7 @@ def test_a_recipe_that_does_not_compose_is_an_entry_with_its_failure():
     ],
 )
 def test_an_axis_named_from_values(data, axis, named):
-    assert collect._described(data, axis) == named
+    assert listing.described(data, axis) == named
 
 
 @pytest.mark.parametrize(
@@ -211,7 +212,7 @@ def test_axes_from_the_parts_composed_else_from_values():
     assert collect._axes(None, recipe) == ("tiny", "ddp", "cpu")
     assert collect._axes(("a", "b", "c"), recipe) == ("a", "b", "c")  # a cell's own names first
     plain = Recipe("exp/x", {"policy": {"type": "act"}, "backend": {"kind": "ddp"}, "hardware": {}}, {})
-    plain.inputs = [collect.sources.bundled().root / "base.yaml"]  # a file, but not a part
+    plain.inputs = [sources.bundled().root / "base.yaml"]  # a file, but not a part
     assert collect._axes(None, plain) == ("act", "ddp", "cpu")
 
 

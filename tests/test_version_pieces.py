@@ -326,3 +326,37 @@ def test_a_published_file_linked_out_of_the_source_is_said_at_its_index_entry(te
     problem = raised.value.problem
     assert problem.origin == f"{team.root / 'index.yaml'}:4:5"  # the entry's file key
     assert problem.message == "team-a:exp/x@1: published/exp/x/1.yaml resolves outside the source"
+
+
+# --- the parts a version was composed from, recorded in its index entry ------------------------------
+def test_a_publish_records_the_parts_composed_and_a_filter_or_page_reads_them(team, tmp_path):
+    from registry.compose import compose
+    from registry.sharing import listing
+    from registry.sharing.site import collect
+
+    recipe = compose("tiny/ddp/cpu")
+    recipe.data["recipe"] = {**recipe.data["recipe"], "name": "exp/p"}
+    made = versions.publish(recipe, team)
+    parts = (("policy", "tiny"), ("backend", "ddp"), ("hardware", "cpu"))
+    assert made.parts == parts and versions.versions(team, "exp/p")[0].parts == parts
+    entry = yaml.safe_load((team.root / "index.yaml").read_text())["versions"]["exp/p"][0]
+    assert entry["parts"] == {"policy": "tiny", "backend": "ddp", "hardware": "cpu"}
+    assert listing.parts_of("team-a:exp/p@1") == dict(parts)
+    page = collect._entry("team-a", "exp/p", 1, "published", "team-a:exp/p@1", None)
+    assert page.axes == ("tiny", "ddp", "cpu")  # not the policy's type, "reference"
+    # a version published before parts were recorded: named from its values, as well as they can
+    del entry["parts"]
+    (team.root / "index.yaml").write_text(yaml.safe_dump({"versions": {"exp/p": [entry]}}, sort_keys=False))
+    assert listing.parts_of("team-a:exp/p@1") == {"policy": "reference", "backend": "ddp", "hardware": "cpu"}
+    assert listing.parts_of("team-a:exp/none@1") == {}
+
+
+@pytest.mark.parametrize("parts", [["tiny"], {"policy": ""}, {"policy": 3}, {"team": "x"}])
+def test_an_index_entrys_parts_must_name_a_part_per_axis(team, parts):
+    entry = {**ENTRY, "parts": parts}
+    (team.root / "index.yaml").write_text(yaml.safe_dump({"versions": {"exp/x": [entry]}}, sort_keys=False))
+    with pytest.raises(RecipeError) as raised:
+        versions.index(team)
+    assert raised.value.problem.message == (
+        f"malformed index.yaml: exp/x@1: parts {parts!r} is not a mapping of axes to part names"
+    )

@@ -112,7 +112,7 @@ def _read(source: sources.Source, work: Path, made: versions.Version) -> version
             file=sys.stderr,
         )
     relative = made.file.relative_to(sources._root(work))
-    return versions.Version(source, made.name, made.number, source.root / relative, made.sha256, made.date)
+    return versions.Version(source, made.name, made.number, source.root / relative, made.sha256, made.date, made.parts)
 
 
 def _reset(work: Path, ref: str) -> None:

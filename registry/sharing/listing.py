@@ -20,7 +20,7 @@ from pathlib import Path
 
 from registry.errors import RecipeError
 from registry.load import load_cached
-from registry.names import AXES, Name
+from registry.names import AXES, Name, parse
 from registry.sharing import sources
 
 STATUSES = ("valid", "warnings", "invalid")
@@ -229,15 +229,60 @@ def _source_of(name: Name) -> str:
 
 def _extends_parts(target: str, filters: dict) -> bool:
     """Whether a recipe that is not a cell composes the parts the filters name."""
+    used = parts_of(target)  # {}: it does not compose, so it composes no part
+    return bool(used) and all(not want or used.get(axis) == want for axis, want in filters.items())
+
+
+def parts_of(target: str) -> dict[str, str]:
+    """axis -> part name of what TARGET composes: its part files; for a published version (one
+    frozen file of values) the parts its index entry records, else, for a version published
+    before they were recorded, what its values name. {} when it does not compose."""
     from registry.compose import Plan
+    from registry.sharing import versions
 
     try:
         inputs = Plan.of(target).inputs
     except RecipeError:
-        return False
+        return {}
     roots = {s.root.resolve() for s in sources.all_sources()}
     used = {p.parent.name: p.stem for p in inputs if p.parent.name in AXES and p.parent.parent in roots}
-    return all(not want or used.get(axis) == want for axis, want in filters.items())
+    if used or not inputs:
+        return used
+    try:
+        version = versions.lookup(parse(target)) if "@" in target else None
+    except RecipeError:
+        version = None
+    if version is not None and version.parts:
+        return dict(version.parts)
+    data = load_cached(inputs[-1]).data
+    return {axis: described(data, axis) for axis in AXES}
+
+
+def described(data: dict, axis: str) -> str:
+    """An axis named from resolved values, spelt as the parts are where it can be (zero3-offload,
+    fsdp2, 2x8xH100-80GB)."""
+    section = data.get(axis)
+    if not isinstance(section, dict):
+        return ""
+    if axis == "policy":
+        return str(section.get("type") or "")
+    if axis == "backend":
+        kind = section.get("kind")
+        if kind == "deepspeed":
+            offload = section.get("offload")
+            offloaded = isinstance(offload, dict) and any(v not in (None, "none") for v in offload.values())
+            return f"zero{section.get('zero_stage')}" + ("-offload" if offloaded else "")
+        if kind == "fsdp":
+            if section.get("version") == 2:
+                return "fsdp2"
+            return "fsdp-grad-op" if section.get("sharding") == "SHARD_GRAD_OP" else "fsdp"
+        return str(kind or "")
+    gpu = section.get("gpu")
+    gpu = gpu.get("name") if isinstance(gpu, dict) else gpu
+    if not gpu:
+        return "cpu"
+    nodes = section.get("nodes")
+    return (f"{nodes}x" if isinstance(nodes, int) and nodes > 1 else "") + f"{section.get('gpus_per_node')}x{gpu}"
 
 
 def meta_of(path) -> dict:

@@ -28,7 +28,10 @@ LOCK_WAIT_S = 30
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _NUMBER = re.compile(r"[1-9][0-9]*")  # ASCII: published/NAME/N.yaml
 _CHECKED: dict[Path, tuple] = {}  # index path -> (the parsed file, its checked versions)
-_INDEX_HINT = "versions: {NAME: [{version: N, file: published/NAME/N.yaml, sha256: HEX, date: TEXT}]}"
+_INDEX_HINT = (
+    "versions: {NAME: [{version: N, file: published/NAME/N.yaml, sha256: HEX, date: TEXT, "
+    "parts: {policy: P, backend: B, hardware: H}}]}"
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,9 @@ class Version:
     file: Path
     sha256: str
     date: str
+    # the parts it was composed from, (axis, name) in axis order, as its index entry records them:
+    # the frozen file holds values only, and `recipe list --policy P` filters by parts
+    parts: tuple[tuple[str, str], ...] = ()
 
     @property
     def qualified(self) -> str:
@@ -116,6 +122,11 @@ def _check_entry(doc, at: tuple, entry) -> None:
         raise _malformed(doc, key + ("sha256",), f"{name}@{version}: sha256 {entry['sha256']!r} is not 64 hex digits")
     if not isinstance(entry.get("date") or "", str):
         raise _malformed(doc, key + ("date",), f"{name}@{version}: date {entry['date']!r} is not text")
+    parts = entry.get("parts", {})
+    if not isinstance(parts, dict) or not all(a in names.AXES and isinstance(p, str) and p for a, p in parts.items()):
+        raise _malformed(
+            doc, key + ("parts",), f"{name}@{version}: parts {parts!r} is not a mapping of axes to part names"
+        )
 
 
 def _malformed(doc, key: tuple, message: str) -> RecipeError:
@@ -144,7 +155,10 @@ def versions(source: sources.Source, name: str) -> list[Version]:
             raise RecipeError.at(
                 where, "index", f"{source.name}:{name}@{entry['version']}: {entry['file']} resolves outside the source"
             )
-        found.append(Version(source, name, entry["version"], file, entry["sha256"], str(entry.get("date") or "")))
+        parts = tuple((a, entry["parts"][a]) for a in names.AXES if a in entry.get("parts", {}))
+        found.append(
+            Version(source, name, entry["version"], file, entry["sha256"], str(entry.get("date") or ""), parts)
+        )
     return sorted(found, key=lambda v: v.number)
 
 
@@ -369,18 +383,31 @@ def publish(recipe, source: sources.Source) -> Version:
 
         digest = hashlib.sha256(text.encode()).hexdigest()
         date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        entries.setdefault(name, []).append(
-            {
-                "version": number,
-                "file": relative.as_posix(),
-                "sha256": digest,
-                "date": date,
-                "summary": frozen["recipe"].get("summary") or "",
-            }
-        )
+        entry = {
+            "version": number,
+            "file": relative.as_posix(),
+            "sha256": digest,
+            "date": date,
+            "summary": frozen["recipe"].get("summary") or "",
+        }
+        parts = composed_parts(recipe.inputs)
+        if parts:
+            entry["parts"] = dict(parts)
+        entries.setdefault(name, []).append(entry)
         header = "# published versions: written by `recipe publish`, checked by `recipe validate --all`\n"
         write_atomic(source.root / INDEX, header + yaml.safe_dump({"versions": entries}, sort_keys=False, width=1000))
-    return Version(source, name, number, target, digest, date)
+    return Version(source, name, number, target, digest, date, parts)
+
+
+def composed_parts(inputs) -> tuple[tuple[str, str], ...]:
+    """(axis, part name) of each part file among a composition's inputs, in axis order."""
+    found = {}
+    for path in inputs:
+        where = sources.locate(path)
+        segments = where[1].removesuffix(".yaml").split("/") if where else []
+        if len(segments) == 2 and segments[0] in names.AXES:
+            found[segments[0]] = segments[1]
+    return tuple((a, found[a]) for a in names.AXES if a in found)
 
 
 def history(name: str) -> list[Version]:

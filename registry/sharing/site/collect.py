@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from registry.compose import Recipe, compose
 from registry.errors import RecipeError
 from registry.names import AXES
-from registry.sharing import listing, sources
+from registry.sharing import listing, versions
 
 
 @dataclass
@@ -134,6 +134,9 @@ def _entry(source: str, name: str, version: int | None, kind: str, target: str, 
     entry.tuned = recipe.tuned  # a tuned overlay was composed (a published version is frozen, not an overlay)
     entry.problems = validate(recipe.data, recipe.origins)
     entry.axes = _axes(cell, recipe)
+    if kind == "published":  # its file holds values only: the parts its index entry records
+        recorded = listing.parts_of(target)
+        entry.axes = tuple(recorded.get(a) or named for a, named in zip(AXES, entry.axes))  # type: ignore[assignment]
     meta = recipe.data.get("recipe")
     entry.summary = str(meta.get("summary") or "") if isinstance(meta, dict) else ""
     results = recipe.data.get("results")
@@ -149,41 +152,8 @@ def _axes(cell: tuple | None, recipe: Recipe | None) -> tuple[str, str, str]:
         return cell  # type: ignore[return-value]
     if recipe is None:
         return ("", "", "")
-    found = {}
-    for path in recipe.inputs:
-        where = sources.locate(path)
-        if where:
-            parts = where[1].removesuffix(".yaml").split("/")
-            if len(parts) == 2 and parts[0] in AXES:
-                found[parts[0]] = parts[1]
-    return tuple(found.get(axis) or _described(recipe.data, axis) for axis in AXES)  # type: ignore[return-value]
-
-
-def _described(data: dict, axis: str) -> str:
-    """An axis named from resolved values, spelt as the parts are where it can be (zero3-offload,
-    fsdp2, 2x8xH100-80GB)."""
-    section = data.get(axis)
-    if not isinstance(section, dict):
-        return ""
-    if axis == "policy":
-        return str(section.get("type") or "")
-    if axis == "backend":
-        kind = section.get("kind")
-        if kind == "deepspeed":
-            offload = section.get("offload")
-            offloaded = isinstance(offload, dict) and any(v not in (None, "none") for v in offload.values())
-            return f"zero{section.get('zero_stage')}" + ("-offload" if offloaded else "")
-        if kind == "fsdp":
-            if section.get("version") == 2:
-                return "fsdp2"
-            return "fsdp-grad-op" if section.get("sharding") == "SHARD_GRAD_OP" else "fsdp"
-        return str(kind or "")
-    gpu = section.get("gpu")
-    gpu = gpu.get("name") if isinstance(gpu, dict) else gpu
-    if not gpu:
-        return "cpu"
-    nodes = section.get("nodes")
-    return (f"{nodes}x" if isinstance(nodes, int) and nodes > 1 else "") + f"{section.get('gpus_per_node')}x{gpu}"
+    found = dict(versions.composed_parts(recipe.inputs))
+    return tuple(found.get(axis) or listing.described(recipe.data, axis) for axis in AXES)  # type: ignore[return-value]
 
 
 def _estimate(entry: Entry) -> None:
