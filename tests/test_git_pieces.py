@@ -137,8 +137,17 @@ def test_committing_everything_under_a_stand_in_identity(remote, tmp_path, monke
     bare, _, _, second = remote
     clone = tmp_path / "clone"
     git.clone(str(bare), clone)
+    # no identity at all: none configured, none in the environment, none git may guess (EMAIL, the host)
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "no-config"))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for name in ("EMAIL", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in (
+        ("GIT_CONFIG_COUNT", "1"),
+        ("GIT_CONFIG_KEY_0", "user.useConfigOnly"),
+        ("GIT_CONFIG_VALUE_0", "true"),
+    ):
+        monkeypatch.setenv(name, value)
     monkeypatch.setattr(git.getpass, "getuser", lambda: "ci")
     (clone / "sub").mkdir()
     (clone / "sub" / "c.yaml").write_text("c\n")

@@ -475,27 +475,3 @@ def test_a_name_the_index_lists_without_versions_is_no_recipe(tmp_path, monkeypa
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     rows, _ = listing.entries(dict.fromkeys(("policy", "backend", "hardware")), everything=True)
     assert "exp/y" not in [e.name for e in rows] and rows  # not an untuned cell of parts policy/exp, backend/y
-
-
-def test_a_filter_lists_a_published_version_by_the_parts_its_values_name(tmp_path, monkeypatch):
-    """A published file holds resolved values and no parts: it is filtered by what its values
-    name, as the catalog names its axes."""
-    from registry.compose import compose
-    from registry.sharing import listing, sources, versions
-
-    team = tmp_path / "team"
-    team.mkdir()
-    monkeypatch.setenv("RECIPE_PATH", f"team-a={team}")
-    monkeypatch.setenv("RECIPE_KNOWN_VERSIONS", str(tmp_path / "known.jsonl"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    recipe = compose("tiny/ddp/cpu")
-    recipe.data["recipe"] = {**recipe.data["recipe"], "name": "exp/pub"}
-    versions.publish(recipe, next(s for s in sources.all_sources() if s.name == "team-a"))
-    for filters, listed in (
-        ({"policy": "tiny", "backend": "ddp", "hardware": "cpu"}, True),
-        ({"policy": "tiny", "backend": None, "hardware": None}, True),
-        ({"policy": None, "backend": "zero2", "hardware": None}, False),
-        ({"policy": None, "backend": None, "hardware": "8xA100"}, False),
-    ):
-        rows, _ = listing.entries(filters)
-        assert ("exp/pub" in [e.name for e in rows]) is listed, filters

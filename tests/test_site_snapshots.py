@@ -27,8 +27,6 @@ from registry.sharing.site.svg import bars, line
 SNAPSHOTS = Path(__file__).parent / "snapshots" / "site"
 UPDATE = USER_ENV.get("RECIPE_UPDATE_SNAPSHOTS") == "1"  # as the session found it (conftest seals the rest)
 VOID = {"meta", "input", "br", "hr", "img", "link"}
-# SVG elements written self-closed (`<line .../>`) never reach handle_endtag as a pair
-SELF_CLOSED = {"line", "polyline"}
 
 
 def _estimate() -> dict:
@@ -157,7 +155,7 @@ class _Tags(HTMLParser):
         self.problems: list[str] = []
 
     def handle_starttag(self, tag, attrs):
-        if tag not in VOID and tag not in SELF_CLOSED:
+        if tag not in VOID:
             self.open.append(tag)
         self.links += [v for k, v in attrs if k == "href" and v]
 
@@ -165,8 +163,6 @@ class _Tags(HTMLParser):
         self.links += [v for k, v in attrs if k == "href" and v]
 
     def handle_endtag(self, tag):
-        if tag in SELF_CLOSED:
-            return
         if not self.open or self.open[-1] != tag:
             self.problems.append(f"</{tag}> closes {self.open[-1:] or 'nothing'}")
             return
@@ -184,7 +180,8 @@ def test_page_matches_its_snapshot(name):
     expected = path.read_text(encoding="utf-8")
     if text != expected:
         at = next(i for i, (a, b) in enumerate(zip(text + "\0", expected + "\0")) if a != b)
-        pytest.fail(f"{name} differs at {at}: now {text[at - 60 : at + 60]!r}, was {expected[at - 60 : at + 60]!r}")
+        near = slice(max(at - 60, 0), at + 60)
+        pytest.fail(f"{name} differs at {at}: now {text[near]!r}, was {expected[near]!r}")
 
 
 @pytest.mark.parametrize("name", sorted(rendered()))

@@ -348,10 +348,12 @@ def test_a_publish_records_the_parts_composed_and_a_filter_or_page_reads_them(te
     del entry["parts"]
     (team.root / "index.yaml").write_text(yaml.safe_dump({"versions": {"exp/p": [entry]}}, sort_keys=False))
     assert listing.parts_of("team-a:exp/p@1") == {"policy": "reference", "backend": "ddp", "hardware": "cpu"}
-    assert listing.parts_of("team-a:exp/none@1") == {}
+    assert listing.parts_of("team-a:exp/none@1") is None  # does not compose
 
 
-@pytest.mark.parametrize("parts", [["tiny"], {"policy": ""}, {"policy": 3}, {"team": "x"}])
+@pytest.mark.parametrize(
+    "parts", [["tiny"], {"policy": ""}, {"policy": 3}, {"team": "x"}, {"policy": "a/b"}, {"policy": "t:x"}]
+)
 def test_an_index_entrys_parts_must_name_a_part_per_axis(team, parts):
     entry = {**ENTRY, "parts": parts}
     (team.root / "index.yaml").write_text(yaml.safe_dump({"versions": {"exp/x": [entry]}}, sort_keys=False))
@@ -360,3 +362,56 @@ def test_an_index_entrys_parts_must_name_a_part_per_axis(team, parts):
     assert raised.value.problem.message == (
         f"malformed index.yaml: exp/x@1: parts {parts!r} is not a mapping of axes to part names"
     )
+
+
+def test_a_version_recording_some_parts_names_the_others_from_its_values(team):
+    from registry.compose import compose
+    from registry.sharing import listing
+
+    recipe = compose("tiny/ddp/cpu")
+    recipe.data["recipe"] = {**recipe.data["recipe"], "name": "exp/q"}
+    recipe.inputs = [p for p in recipe.inputs if p.parent.name != "backend"]  # its backend set inline
+    versions.publish(recipe, team)
+    assert listing.parts_of("team-a:exp/q@1") == {"policy": "tiny", "backend": "ddp", "hardware": "cpu"}
+    assert listing._extends_parts("team-a:exp/q@1", {"policy": None, "backend": "ddp", "hardware": None})
+
+
+def test_a_working_recipe_is_filtered_by_its_part_files_only(team):
+    from registry.sharing import listing
+
+    (team.root / "exp").mkdir()
+    (team.root / "exp" / "flat.yaml").write_text("policy: {type: reference}\nhardware: {gpus_per_node: 0}\n")
+    assert listing.parts_of("exp/flat") == {}  # values are not parts: only a published file's are read
+    assert not listing._extends_parts("exp/flat", {"policy": "reference", "backend": None, "hardware": None})
+
+
+def test_published_files_an_emptied_index_entry_lost_are_still_said(team, monkeypatch):
+    from registry.sharing import listing
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(team.root.parent / "cache"))
+    (team.root / "published" / "exp" / "y").mkdir(parents=True)
+    (team.root / "published" / "exp" / "y" / "1.yaml").write_text("recipe: {name: exp/y}\n")
+    (team.root / "index.yaml").write_text("versions: {exp/y: []}\n")
+    rows, _ = listing.entries(dict.fromkeys(("policy", "backend", "hardware")), everything=True)
+    [row] = [e for e in rows if e.name == "exp/y"]
+    assert (row.source, row.status, row.reasons[0][0]) == ("team-a", "invalid", "index-missing")
+
+
+def test_a_filter_lists_a_published_version_by_the_parts_it_recorded(team, tmp_path, monkeypatch):
+    """A published file holds resolved values and no part files: `recipe list --policy P` reads
+    the parts its index entry records."""
+    from registry.compose import compose
+    from registry.sharing import listing
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    recipe = compose("tiny/ddp/cpu")
+    recipe.data["recipe"] = {**recipe.data["recipe"], "name": "exp/pub"}
+    versions.publish(recipe, team)
+    for filters, listed in (
+        ({"policy": "tiny", "backend": "ddp", "hardware": "cpu"}, True),
+        ({"policy": "tiny", "backend": None, "hardware": None}, True),
+        ({"policy": None, "backend": "zero2", "hardware": None}, False),
+        ({"policy": None, "backend": None, "hardware": "8xA100"}, False),
+    ):
+        rows, _ = listing.entries(filters)
+        assert ("exp/pub" in [e.name for e in rows]) is listed, filters

@@ -92,8 +92,9 @@ def _found(filters: dict, tuned_only: bool = False, everything: bool = False, ev
     every = sources.all_sources()
     providers: dict[str, list[sources.Source]] = {}
     for source in every:
-        # a name the index lists with no version is no recipe of the source (nor an untuned cell)
-        listed = {name for name, found in versions.index(source).items() if found}
+        # a name the index lists with no version is no recipe of the source (nor an untuned cell),
+        # unless the source has published files of it: then its lost index entries are said
+        listed = {name for name, found in versions.index(source).items() if found or versions.has_files(source, name)}
         here = listed | {"/".join(c) for c in source.overlays()} | set(source.free_standing())
         for name in sorted(here):
             providers.setdefault(name, []).append(source)
@@ -229,33 +230,38 @@ def _source_of(name: Name) -> str:
 
 def _extends_parts(target: str, filters: dict) -> bool:
     """Whether a recipe that is not a cell composes the parts the filters name."""
-    used = parts_of(target)  # {}: it does not compose, so it composes no part
-    return bool(used) and all(not want or used.get(axis) == want for axis, want in filters.items())
+    used = parts_of(target)  # None: it does not compose, so it composes no part
+    return used is not None and all(not want or used.get(axis) == want for axis, want in filters.items())
 
 
-def parts_of(target: str) -> dict[str, str]:
+def parts_of(target: str) -> dict[str, str] | None:
     """axis -> part name of what TARGET composes: its part files; for a published version (one
-    frozen file of values) the parts its index entry records, else, for a version published
-    before they were recorded, what its values name. {} when it does not compose."""
+    frozen file of resolved values) the parts its index entry records, each axis it does not
+    record named from those values (`described`). None when it does not compose."""
     from registry.compose import Plan
     from registry.sharing import versions
 
     try:
         inputs = Plan.of(target).inputs
     except RecipeError:
-        return {}
-    roots = {s.root.resolve() for s in sources.all_sources()}
-    used = {p.parent.name: p.stem for p in inputs if p.parent.name in AXES and p.parent.parent in roots}
-    if used or not inputs:
+        return None
+    used = dict(versions.composed_parts(inputs))
+    if used or "@" not in target:
         return used
     try:
-        version = versions.lookup(parse(target)) if "@" in target else None
+        version = versions.lookup(parse(target))
     except RecipeError:
-        version = None
-    if version is not None and version.parts:
-        return dict(version.parts)
-    data = load_cached(inputs[-1]).data
-    return {axis: described(data, axis) for axis in AXES}
+        return None
+    if version is None:  # the bundled file as shipped: its own file's parts, none here
+        return {}
+    return published_parts(version, load_cached(version.file).data)
+
+
+def published_parts(version, data: dict) -> dict[str, str]:
+    """A published version's axes: the parts its index entry records, else (a version recorded
+    before parts were, or a value set inline) what its resolved values name."""
+    recorded = dict(version.parts)
+    return {axis: recorded.get(axis) or described(data, axis) for axis in AXES}
 
 
 def described(data: dict, axis: str) -> str:

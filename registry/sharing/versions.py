@@ -123,10 +123,19 @@ def _check_entry(doc, at: tuple, entry) -> None:
     if not isinstance(entry.get("date") or "", str):
         raise _malformed(doc, key + ("date",), f"{name}@{version}: date {entry['date']!r} is not text")
     parts = entry.get("parts", {})
-    if not isinstance(parts, dict) or not all(a in names.AXES and isinstance(p, str) and p for a, p in parts.items()):
+    if not isinstance(parts, dict) or not all(a in names.AXES and _is_segment(p) for a, p in parts.items()):
         raise _malformed(
             doc, key + ("parts",), f"{name}@{version}: parts {parts!r} is not a mapping of axes to part names"
         )
+
+
+def _is_segment(part) -> bool:
+    """A part's name: one segment of a recipe name (no source, version or folder)."""
+    try:
+        parsed = names.parse(part) if isinstance(part, str) else None
+    except RecipeError:
+        return False
+    return parsed is not None and len(parsed.segments) == 1 and parsed.source is None and parsed.version is None
 
 
 def _malformed(doc, key: tuple, message: str) -> RecipeError:
@@ -164,6 +173,11 @@ def versions(source: sources.Source, name: str) -> list[Version]:
 
 def _published_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.yaml") if _NUMBER.fullmatch(p.stem)) if folder.is_dir() else []
+
+
+def has_files(source: sources.Source, name: str) -> bool:
+    """Whether the source holds published files of NAME (listed in its index or not)."""
+    return bool(_published_files(source.root.joinpath(FOLDER, *name.split("/"))))
 
 
 def _none_unlisted(source: sources.Source, name: str, locked: bool = False) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from registry.compose import Recipe, compose
 from registry.errors import RecipeError
 from registry.names import AXES
-from registry.sharing import listing, versions
+from registry.sharing import listing, sources, versions
 
 
 @dataclass
@@ -84,6 +84,11 @@ def number(value) -> float | None:
 
 
 def gather() -> Catalog:
+    with sources.pinned():  # one command over every recipe: each name looked up (and hashed) once
+        return _gathered()
+
+
+def _gathered() -> Catalog:
     entries: list[Entry] = []
     groups: dict[tuple[str, str], list[Entry]] = {}
     left_out = 0
@@ -135,7 +140,7 @@ def _entry(source: str, name: str, version: int | None, kind: str, target: str, 
     entry.problems = validate(recipe.data, recipe.origins)
     entry.axes = _axes(cell, recipe)
     if kind == "published":  # its file holds values only: the parts its index entry records
-        recorded = listing.parts_of(target)
+        recorded = listing.parts_of(target) or {}
         entry.axes = tuple(recorded.get(a) or named for a, named in zip(AXES, entry.axes))  # type: ignore[assignment]
     meta = recipe.data.get("recipe")
     entry.summary = str(meta.get("summary") or "") if isinstance(meta, dict) else ""

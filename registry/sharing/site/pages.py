@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import posixpath
+import shlex
 from urllib.parse import quote
 
 from registry.sharing.site.collect import Catalog, Entry, number
@@ -134,6 +135,11 @@ def href(page: str, target: str) -> str:
     return quote(posixpath.relpath(target, posixpath.dirname(page) or "."))
 
 
+def command(*words: str) -> str:
+    """A `recipe` command line to copy from a page: each word quoted for the shell, then escaped."""
+    return esc(shlex.join(["recipe", *words]))
+
+
 def fmt(value: float | None, spec: str) -> str:
     return "" if value is None else format(value, spec)
 
@@ -224,13 +230,13 @@ def _problems(entry: Entry) -> str:
         return ""
     items = "".join(f"<li>{esc(line)}</li>" for line in lines)
     return (
-        f'<h2>Validation</h2><p class="mono">recipe validate {esc(entry.target)}</p><ul class="problems">{items}</ul>'
+        f'<h2>Validation</h2><p class="mono">{command("validate", entry.target)}</p><ul class="problems">{items}</ul>'
     )
 
 
 def _estimate(entry: Entry) -> str:
     est = entry.estimate
-    head = f'<h2>Memory estimate</h2><p class="mono">recipe estimate {esc(entry.target)}</p>'
+    head = f'<h2>Memory estimate</h2><p class="mono">{command("estimate", entry.target)}</p>'
     if est is None:
         return head + f"<p>{esc(entry.estimate_note or 'not composed: nothing to estimate')}</p>"
     rows = list(est["breakdown"].items())
@@ -309,7 +315,7 @@ def _versions(entry: Entry) -> str:
         return out + "<p>The first version: nothing earlier to compare with.</p>"
     out += (
         f'<h3 id="diff">Changes from <a href="{esc(href(entry.page, prev.page))}">{esc(prev.key)}</a></h3>'
-        f'<p class="mono">recipe diff {esc(prev.target)} {esc(entry.target)}</p>'
+        f'<p class="mono">{command("diff", prev.target, entry.target)}</p>'
     )
     if prev.recipe is None or entry.recipe is None:
         return out + "<p>One side could not be composed, so there is no diff.</p>"
@@ -333,7 +339,7 @@ def _values(entry: Entry) -> str:
             f'<td class="mono">{esc(_scalar(value))}</td><td class="origin mono">{esc(where)}</td></tr>'
         )
     return (
-        f'<h2>Resolved values</h2><p class="mono">recipe show {esc(entry.target)} --origin</p>'
+        f'<h2>Resolved values</h2><p class="mono">{command("show", entry.target, "--origin")}</p>'
         '<table id="values"><tr><th>key</th><th>value</th><th>set at (file:line:column)</th></tr>'
         + "".join(rows)
         + "</table>"

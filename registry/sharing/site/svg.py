@@ -3,7 +3,6 @@ file:// as from a server. Every text that came from a recipe goes through `esc`.
 
 from __future__ import annotations
 
-import math
 from html import escape
 
 PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd")
@@ -51,14 +50,17 @@ def bars(rows: list[tuple[str, float]], capacity: float, unit: str = "GiB", widt
             f"<title>{esc(label)}: {value:.2f} {esc(unit)}</title></rect>"
         )
         x += w
-    cap_x = label_w + capacity * scale
-    fraction = total / capacity if capacity > 0 else math.inf
-    out.append(
-        f'<line x1="{_num(cap_x)}" x2="{_num(cap_x)}" y1="{_num(y - 4)}" y2="{_num(y + bar_h + 4)}" stroke="#000" '
-        f'stroke-width="2"><title>capacity {capacity:.2f} {esc(unit)}</title></line>'
-        f'<text x="{_num(label_w)}" y="{_num(y + bar_h + 18)}">{total:.2f} of {capacity:.2f} {esc(unit)} '
-        f"({fraction:.0%}); the black line is the GPU's memory</text>"
-    )
+    said = f'<text x="{_num(label_w)}" y="{_num(y + bar_h + 18)}">'
+    if capacity > 0:
+        cap_x = label_w + capacity * scale
+        out.append(
+            f'<line x1="{_num(cap_x)}" x2="{_num(cap_x)}" y1="{_num(y - 4)}" y2="{_num(y + bar_h + 4)}" '
+            f'stroke="#000" stroke-width="2"><title>capacity {capacity:.2f} {esc(unit)}</title></line>'
+            f"{said}{total:.2f} of {capacity:.2f} {esc(unit)} ({total / capacity:.0%}); the black line is the "
+            "GPU's memory</text>"
+        )
+    else:  # no GPU memory to hold it against
+        out.append(f"{said}{total:.2f} {esc(unit)} in all; no GPU memory to compare with</text>")
     out.append("</svg>")
     return "".join(out)
 
