@@ -4,35 +4,31 @@ runs in (a hook's repository variables removed, never a prompt)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
+from test_git_publish import out
 
 from registry.errors import RecipeError
 from registry.sharing import git
 
 
-def _run(*args, cwd):
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-
 def _commit(repo: Path, name: str, text: str, message: str) -> str:
     (repo / name).write_text(text)
-    _run("add", name, cwd=repo)
-    _run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message, cwd=repo)
-    return _run("rev-parse", "HEAD", cwd=repo)
+    out("add", name, cwd=repo)
+    out("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message, cwd=repo)
+    return out("rev-parse", "HEAD", cwd=repo)
 
 
 @pytest.fixture
 def remote(tmp_path):
     """A bare repository (default branch `trunk`) with two commits, and the clone they were made in."""
     bare, seed = tmp_path / "team.git", tmp_path / "seed"
-    _run("init", "-q", "--bare", "-b", "trunk", str(bare), cwd=tmp_path)
-    _run("clone", "-q", str(bare), str(seed), cwd=tmp_path)
+    out("init", "-q", "--bare", "-b", "trunk", str(bare), cwd=tmp_path)
+    out("clone", "-q", str(bare), str(seed), cwd=tmp_path)
     first = _commit(seed, "a.yaml", "a: 1\n", "first")
     second = _commit(seed, "a.yaml", "a: 2\n", "second")
-    _run("push", "-q", "origin", "HEAD", cwd=seed)
+    out("push", "-q", "origin", "HEAD", cwd=seed)
     return bare, seed, first, second
 
 
@@ -49,7 +45,7 @@ def test_the_environment_git_runs_in(monkeypatch):
 def test_a_hooks_repository_variables_do_not_send_git_elsewhere(remote, tmp_path, monkeypatch):
     _, seed, _, second = remote
     other = tmp_path / "other"
-    _run("init", "-q", str(other), cwd=tmp_path)
+    out("init", "-q", str(other), cwd=tmp_path)
     monkeypatch.setenv("GIT_DIR", str(other / ".git"))
     assert git.head(seed) == second
 
@@ -71,7 +67,7 @@ def test_git_missing_too_slow_or_refusing_is_one_line(tmp_path, monkeypatch):
 
 
 def test_output_is_returned_without_its_last_newline(tmp_path):
-    _run("init", "-q", str(tmp_path / "r"), cwd=tmp_path)
+    out("init", "-q", str(tmp_path / "r"), cwd=tmp_path)
     assert git._git("config", "--get", "core.bare", cwd=tmp_path / "r") == "false"
 
 
@@ -91,7 +87,7 @@ def test_a_clone_its_branch_and_origin(remote, tmp_path):
 
 def test_a_clone_of_an_empty_remote_has_no_default_branch(tmp_path):
     empty = tmp_path / "empty.git"
-    _run("init", "-q", "--bare", str(empty), cwd=tmp_path)
+    out("init", "-q", "--bare", str(empty), cwd=tmp_path)
     git.clone(str(empty), tmp_path / "clone")
     with pytest.raises(RecipeError) as raised:
         git.default_branch(tmp_path / "clone")
@@ -113,7 +109,7 @@ def test_moving_a_clone_and_what_contains_what(remote, tmp_path):
         git.rev(clone, "origin/gone")
     assert str(raised.value) == "origin/gone is not a commit here (a branch the remote deleted?)"
     third = _commit(seed, "b.yaml", "b\n", "third")
-    _run("push", "-q", "origin", "HEAD", cwd=seed)
+    out("push", "-q", "origin", "HEAD", cwd=seed)
     git.fetch(clone)
     assert git.rev(clone, "origin/trunk") == third and git.head(clone) == first  # fetched, not moved
 
@@ -153,9 +149,9 @@ def test_committing_everything_under_a_stand_in_identity(remote, tmp_path, monke
     (clone / "sub" / "c.yaml").write_text("c\n")
     made = git.commit_all(clone, "publish exp/x@1")
     assert made == git.head(clone) != second
-    said = _run("log", "-1", "--format=%an <%ae>|%cn <%ce>|%s", cwd=clone)
+    said = out("log", "-1", "--format=%an <%ae>|%cn <%ce>|%s", cwd=clone)
     assert said == "ci <ci@localhost>|ci <ci@localhost>|publish exp/x@1"
-    assert _run("status", "--porcelain", cwd=clone) == ""
+    assert out("status", "--porcelain", cwd=clone) == ""
     monkeypatch.setattr(git.getpass, "getuser", lambda: (_ for _ in ()).throw(KeyError("uid")))
     assert git._identity(clone)["GIT_AUTHOR_NAME"] == "recipe"  # no user name at all
     assert git._identity(clone) == {
@@ -173,9 +169,9 @@ def test_a_push_lands_on_the_named_branch_of_origin(remote, tmp_path):
     (clone / "new.yaml").write_text("n\n")
     made = git.commit_all(clone, "publish exp/n@1")
     git.push(clone, "trunk")
-    assert _run("rev-parse", "trunk", cwd=bare) == made
+    assert out("rev-parse", "trunk", cwd=bare) == made
     git.push(clone, "side")  # a branch the remote does not have yet is made
-    assert _run("rev-parse", "side", cwd=bare) == made
+    assert out("rev-parse", "side", cwd=bare) == made
     git.move(clone, second)
     with pytest.raises(RecipeError) as raised:  # behind the remote: refused, said by git's reason
         git.push(clone, "trunk")
@@ -189,29 +185,29 @@ def test_a_commit_skips_the_users_hooks_and_keeps_their_identity(remote, tmp_pat
     hook = clone / ".git" / "hooks" / "pre-commit"
     hook.write_text("#!/bin/sh\necho 'formatter ran' >&2\nexit 1\n")  # would rewrite a hashed file
     hook.chmod(0o755)
-    _run("config", "user.name", "Ada", cwd=clone)
-    _run("config", "user.email", "ada@example.com", cwd=clone)
+    out("config", "user.name", "Ada", cwd=clone)
+    out("config", "user.email", "ada@example.com", cwd=clone)
     (clone / "b.yaml").write_text("b\n")
     git.commit_all(clone, "publish exp/b@1")
-    assert _run("log", "-1", "--format=%an <%ae>", cwd=clone) == "Ada <ada@example.com>"
+    assert out("log", "-1", "--format=%an <%ae>", cwd=clone) == "Ada <ada@example.com>"
 
 
 def test_a_reset_removes_a_nested_repository_left_in_the_tree(remote, tmp_path):
     bare, _, first, _ = remote
     clone = tmp_path / "clone"
     git.clone(str(bare), clone)
-    _run("init", "-q", str(clone / "nested"), cwd=tmp_path)  # removed only by clean's second -f
+    out("init", "-q", str(clone / "nested"), cwd=tmp_path)  # removed only by clean's second -f
     git.reset(clone, first, keep=".lock")
     assert not (clone / "nested").exists()
 
 
 def test_a_fetch_forgets_branches_the_remote_deleted(remote, tmp_path):
     bare, seed, _, _ = remote
-    _run("push", "-q", "origin", "HEAD:refs/heads/feature", cwd=seed)
+    out("push", "-q", "origin", "HEAD:refs/heads/feature", cwd=seed)
     clone = tmp_path / "clone"
     git.clone(str(bare), clone)
     assert git.rev(clone, "origin/feature")
-    _run("push", "-q", "origin", "--delete", "feature", cwd=seed)
+    out("push", "-q", "origin", "--delete", "feature", cwd=seed)
     git.fetch(clone)
     with pytest.raises(RecipeError):
         git.rev(clone, "origin/feature")
@@ -238,7 +234,7 @@ def test_the_working_copy_is_cloned_once_made_again_for_another_url_and_replaces
     gitpublish._prepare(work, str(bare))
     assert (work / "mine.txt").exists()
     other = tmp_path / "other.git"
-    _run("clone", "-q", "--bare", str(bare), str(other), cwd=tmp_path)
+    out("clone", "-q", "--bare", str(bare), str(other), cwd=tmp_path)
     gitpublish._prepare(work, str(other))  # the source re-added with another URL
     assert git.origin_url(work) == str(other) and not (work / "mine.txt").exists()
     (work / ".git" / "config").write_text("[broken")  # a clone git cannot read: made again

@@ -386,15 +386,23 @@ def test_a_hardware_part_in_two_sources_is_a_shadowed_name(tmp_path, monkeypatch
     assert ["hardware/8xA100", "team-a", "bundled"] in manage.winners()
 
 
-def test_a_remote_that_changed_two_seen_versions_names_both(tmp_path, monkeypatch):
-    from registry.sharing import git, refresh, trust, versions
+def _remote_moved_on(monkeypatch) -> list:
+    """A reading clone at aaa... whose remote is now at bbb...: the moves refresh makes, recorded."""
+    from registry.sharing import git
 
     moved = []
     monkeypatch.setattr(git, "head", lambda clone: "a" * 40)
     monkeypatch.setattr(git, "fetch", lambda clone: None)
     monkeypatch.setattr(git, "rev", lambda clone, ref: "b" * 40)
     monkeypatch.setattr(git, "contains", lambda clone, old, new: True)
-    monkeypatch.setattr(git, "move", lambda clone, commit: moved.append(commit))
+    monkeypatch.setattr(git, "move", lambda clone, commit: moved.append((clone, commit)))
+    return moved
+
+
+def test_a_remote_that_changed_two_seen_versions_names_both(tmp_path, monkeypatch):
+    from registry.sharing import refresh, trust, versions
+
+    moved = _remote_moved_on(monkeypatch)
     monkeypatch.setattr(versions, "hashes", lambda source: {})
     monkeypatch.setattr(trust, "changed", lambda source, offered: _changed(1, 3))
     with pytest.raises(RecipeError) as raised:
@@ -405,7 +413,22 @@ def test_a_remote_that_changed_two_seen_versions_names_both(tmp_path, monkeypatc
         "team-a:exp/x@3: sha256 444444444444 now, 333333333333 when first seen; team-a stays at aaaaaaaaaaaa "
         "(hint: if deliberate, recipe source update team-a --accept exp/x@1 --accept exp/x@3)"
     )
-    assert moved == ["b" * 40, "a" * 40]  # moved to look, then back
+    assert [commit for _, commit in moved] == ["b" * 40, "a" * 40]  # moved to look, then back
+
+
+def test_a_sources_index_that_cannot_be_read_moves_the_clone_back(tmp_path, monkeypatch):
+    from registry.sharing import refresh, versions
+
+    moved = _remote_moved_on(monkeypatch)
+
+    def unreadable(source):
+        raise RecipeError("team-a: index.yaml: not a mapping")
+
+    monkeypatch.setattr(versions, "hashes", unreadable)
+    with pytest.raises(RecipeError) as raised:
+        refresh.refresh("team-a", "file:///team.git", tmp_path)
+    assert str(raised.value) == "team-a: index.yaml: not a mapping"
+    assert moved == [(tmp_path, "b" * 40), (tmp_path, "a" * 40)]  # looked, then back where it was
 
 
 # --- versions: an index that does not list what was published, a shipped version ------------------
@@ -463,15 +486,3 @@ def test_an_unreachable_directory_source_and_an_unknown_source_say_what_to_do(tm
     with pytest.raises(RecipeError) as raised:
         sources.candidates(parse("team-q:exp/x"))
     assert str(raised.value) == "unknown source 'team-q' in team-q:exp/x (known: team-a, team-b, bundled)"
-
-
-def test_a_name_the_index_lists_without_versions_is_no_recipe(tmp_path, monkeypatch):
-    from registry.sharing import listing
-
-    team = tmp_path / "team"
-    team.mkdir()
-    (team / "index.yaml").write_text("versions: {exp/y: []}\n")
-    monkeypatch.setenv("RECIPE_PATH", f"team-a={team}")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    rows, _ = listing.entries(dict.fromkeys(("policy", "backend", "hardware")), everything=True)
-    assert "exp/y" not in [e.name for e in rows] and rows  # not an untuned cell of parts policy/exp, backend/y

@@ -5,11 +5,11 @@ each kind of source, and the versions accepted by hand."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+from test_git_publish import out
 
 from registry.errors import RecipeError
 from registry.sharing import binding, config, manage, sources
@@ -23,22 +23,18 @@ def home(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _git(*args, cwd):
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-
 def _remote(tmp_path: Path, files: dict[str, str]) -> Path:
     """A bare repository whose one commit holds FILES (empty: no commit at all)."""
     bare, seed = tmp_path / "team.git", tmp_path / "seed"
-    _git("init", "-q", "--bare", "-b", "main", str(bare), cwd=tmp_path)
+    out("init", "-q", "--bare", "-b", "main", str(bare), cwd=tmp_path)
     if files:
-        _git("clone", "-q", str(bare), str(seed), cwd=tmp_path)
+        out("clone", "-q", str(bare), str(seed), cwd=tmp_path)
         for rel, text in files.items():
             (seed / rel).parent.mkdir(parents=True, exist_ok=True)
             (seed / rel).write_text(text)
-        _git("add", ".", cwd=seed)
-        _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start", cwd=seed)
-        _git("push", "-q", "origin", "HEAD", cwd=seed)
+        out("add", ".", cwd=seed)
+        out("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start", cwd=seed)
+        out("push", "-q", "origin", "HEAD", cwd=seed)
     return bare
 
 
@@ -82,7 +78,7 @@ def test_a_git_source_is_cloned_into_the_cache_and_listed_with_its_commit(home):
     url = f"file://{bare}"
     said = manage.add("team-g", url, rules_everywhere=True)
     clone = home / "cache" / "team-g"
-    head = _git("rev-parse", "HEAD", cwd=clone)
+    head = out("rev-parse", "HEAD", cwd=clone)
     assert said == f"team-g: {url} at {head[:12]}"
     assert _saved(home) == {"sources": [{"name": "team-g", "git": url, "rules": "everywhere"}]}
     assert list(_saved(home)["sources"][0]) == ["name", "git", "rules"]  # as written, not sorted
@@ -104,7 +100,7 @@ def test_an_update_clones_again_a_clone_removed_by_hand(home):
     url = f"file://{bare}"
     manage.add("team-g", url)
     clone = home / "cache" / "team-g"
-    head = _git("rev-parse", "HEAD", cwd=clone)
+    head = out("rev-parse", "HEAD", cwd=clone)
     shutil.rmtree(clone)
     assert manage.update(["team-g"]) == [f"team-g: {url} at {head[:12]}"]
     assert (clone / ".git").is_dir()
@@ -318,13 +314,13 @@ def test_what_is_cloned_and_where_the_clone_is_staged(home, monkeypatch):
     import tempfile
 
     bare = home / "team"  # a bare repository whose name does not end in .git
-    _git("init", "-q", "--bare", "-b", "main", str(bare), cwd=home)
+    out("init", "-q", "--bare", "-b", "main", str(bare), cwd=home)
     (home / "seed").mkdir()
-    _git("clone", "-q", str(bare), "seed", cwd=home)
+    out("clone", "-q", str(bare), "seed", cwd=home)
     (home / "seed" / "README.md").write_text("x\n")
-    _git("add", ".", cwd=home / "seed")
-    _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "s", cwd=home / "seed")
-    _git("push", "-q", "origin", "HEAD", cwd=home / "seed")
+    out("add", ".", cwd=home / "seed")
+    out("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "s", cwd=home / "seed")
+    out("push", "-q", "origin", "HEAD", cwd=home / "seed")
     monkeypatch.setenv("RECIPE_CACHE", str(home / "deep" / "cache"))  # made, with its parents
     staged = []
     real = tempfile.mkdtemp
@@ -355,10 +351,10 @@ def test_a_remote_moved_on_is_followed_and_its_new_versions_remembered(home):
     url = f"file://{bare}"
     manage.add("team-g", url)
     digest = _publish_by_hand(seed / "recipes", "exp/y", 1, "recipe: {name: exp/y, version: 1}\n")
-    _git("add", ".", cwd=seed)
-    _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "publish", cwd=seed)
-    _git("push", "-q", "origin", "HEAD", cwd=seed)
-    head = _git("rev-parse", "HEAD", cwd=seed)
+    out("add", ".", cwd=seed)
+    out("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "publish", cwd=seed)
+    out("push", "-q", "origin", "HEAD", cwd=seed)
+    head = out("rev-parse", "HEAD", cwd=seed)
     assert manage.update(["team-g"]) == [f"team-g: {url} at {head[:12]}"]
     assert trust.known() == {(url, "exp/y@1"): digest}
 
@@ -395,7 +391,7 @@ def test_an_update_goes_on_past_a_directory_and_passes_on_what_is_accepted(home,
     bare = _remote(home, {"recipes/README.md": "x\n"})
     url = f"file://{bare}"
     manage.add("team-g", url)
-    head = _git("rev-parse", "HEAD", cwd=home / "cache" / "team-g")
+    head = out("rev-parse", "HEAD", cwd=home / "cache" / "team-g")
     assert manage.update([]) == ["team-d: a directory, nothing to update", f"team-g: {url} at {head[:12]}"]
     rewritten = [trust.Changed("team-g", "exp/x@1", "a" * 64, "b" * 64)]
     monkeypatch.setattr(trust, "changed", lambda source, offered: rewritten)
@@ -424,26 +420,6 @@ def test_a_schema_file_that_is_not_a_json_object_is_never_replaced(tmp_path, tex
         f"{path}: exists and is not a schema recipe wrote; not replaced (hint: move it, and write again)"
     )
     assert path.read_text() == text
-
-
-def test_a_sources_index_that_cannot_be_read_moves_the_clone_back(tmp_path, monkeypatch):
-    from registry.sharing import git, refresh, versions
-
-    moved = []
-    monkeypatch.setattr(git, "head", lambda clone: "a" * 40)
-    monkeypatch.setattr(git, "fetch", lambda clone: None)
-    monkeypatch.setattr(git, "rev", lambda clone, ref: "b" * 40)
-    monkeypatch.setattr(git, "contains", lambda clone, old, new: True)
-    monkeypatch.setattr(git, "move", lambda clone, commit: moved.append((clone, commit)))
-
-    def unreadable(source):
-        raise RecipeError("team-a: index.yaml: not a mapping")
-
-    monkeypatch.setattr(versions, "hashes", unreadable)
-    with pytest.raises(RecipeError) as raised:
-        refresh.refresh("team-a", "file:///team.git", tmp_path)
-    assert str(raised.value) == "team-a: index.yaml: not a mapping"
-    assert moved == [(tmp_path, "b" * 40), (tmp_path, "a" * 40)]  # looked, then back where it was
 
 
 def test_a_status_cache_key_moves_when_a_recipe_is_renamed(tmp_path, monkeypatch):

@@ -415,3 +415,15 @@ def test_a_filter_lists_a_published_version_by_the_parts_it_recorded(team, tmp_p
     ):
         rows, _ = listing.entries(filters)
         assert ("exp/pub" in [e.name for e in rows]) is listed, filters
+
+
+def test_a_name_the_index_lists_without_versions_is_no_recipe(tmp_path, monkeypatch):
+    from registry.sharing import listing
+
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "index.yaml").write_text("versions: {exp/y: []}\n")
+    monkeypatch.setenv("RECIPE_PATH", f"team-a={team}")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    rows, _ = listing.entries(dict.fromkeys(("policy", "backend", "hardware")), everything=True)
+    assert "exp/y" not in [e.name for e in rows] and rows  # not an untuned cell of parts policy/exp, backend/y

@@ -246,13 +246,13 @@ def parts_of(target: str) -> dict[str, str] | None:
     except RecipeError:
         return None
     used = dict(versions.composed_parts(inputs))
-    if used or "@" not in target:
+    if used:
         return used
     try:
         version = versions.lookup(parse(target))
     except RecipeError:
         return None
-    if version is None:  # the bundled file as shipped: its own file's parts, none here
+    if version is None:  # a working recipe that composes no part file
         return {}
     return published_parts(version, load_cached(version.file).data)
 

@@ -177,17 +177,20 @@ def _published_files(folder: Path) -> list[Path]:
 
 def has_files(source: sources.Source, name: str) -> bool:
     """Whether the source holds published files of NAME (listed in its index or not)."""
-    return bool(_published_files(source.root.joinpath(FOLDER, *name.split("/"))))
+    return bool(_files_of(source, name))
+
+
+def _files_of(source: sources.Source, name: str) -> list[Path]:
+    return _published_files(source.root.joinpath(FOLDER, *name.split("/")))
 
 
 def _none_unlisted(source: sources.Source, name: str, locked: bool = False) -> None:
     """A name with published files but no index entry lost its index: say so rather than let a
     pin fall through to another source's version of the same name."""
-    folder = source.root.joinpath(FOLDER, *name.split("/"))
-    if not _published_files(folder):
+    if not has_files(source, name):
         return
     with nullcontext() if locked else _settled(source):  # a first publish writes its file, then the index
-        files = _published_files(folder) if not index(source).get(name) else []
+        files = _files_of(source, name) if not index(source).get(name) else []
     if files:
         raise _lost_index(source, f"{name}@{', '.join(sorted((p.stem for p in files), key=int))}")
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from registry.compose import Recipe, compose
 from registry.errors import RecipeError
-from registry.names import AXES
+from registry.names import AXES, parse
 from registry.sharing import listing, sources, versions
 
 
@@ -138,16 +138,26 @@ def _entry(source: str, name: str, version: int | None, kind: str, target: str, 
     entry.recipe = recipe
     entry.tuned = recipe.tuned  # a tuned overlay was composed (a published version is frozen, not an overlay)
     entry.problems = validate(recipe.data, recipe.origins)
-    entry.axes = _axes(cell, recipe)
-    if kind == "published":  # its file holds values only: the parts its index entry records
-        recorded = listing.parts_of(target) or {}
-        entry.axes = tuple(recorded.get(a) or named for a, named in zip(AXES, entry.axes))  # type: ignore[assignment]
+    version = _published(target) if kind == "published" else None
+    if version is not None:  # its file holds values only: the parts its index entry records
+        entry.axes = tuple(listing.published_parts(version, recipe.data).values())  # type: ignore[assignment]
+    else:
+        entry.axes = _axes(cell, recipe)
     meta = recipe.data.get("recipe")
     entry.summary = str(meta.get("summary") or "") if isinstance(meta, dict) else ""
     results = recipe.data.get("results")
     entry.results = [r for r in results if isinstance(r, dict)] if isinstance(results, list) else []
     _estimate(entry)
     return entry
+
+
+def _published(target: str) -> versions.Version | None:
+    """The version a published entry composed (compose looked it up just now, under pinned
+    sources: no second read), None where it cannot be looked up again."""
+    try:
+        return versions.lookup(parse(target))
+    except RecipeError:
+        return None
 
 
 def _axes(cell: tuple | None, recipe: Recipe | None) -> tuple[str, str, str]:
