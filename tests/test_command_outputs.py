@@ -104,8 +104,10 @@ def test_a_broken_team_rule_file_is_named(tmp_path, capsys):
 
 
 def test_tune_refuses_a_global_batch_under_one(capsys):
-    assert commands.main(["tune", "tiny/ddp/cpu", "--global-batch", "0"]) == 2
-    assert "--global-batch must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:  # refused at parsing (tests/test_rough_edges.py)
+        commands.main(["tune", "tiny/ddp/cpu", "--global-batch", "0"])
+    assert stopped.value.code == 2
+    assert "argument --global-batch: '0': must be a whole number at least 1" in capsys.readouterr().err
 
 
 # --- the JSON reader ----------------------------------------------------------------------------

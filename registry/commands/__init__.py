@@ -81,6 +81,37 @@ def main(argv: list[str] | None = None) -> int:
         return Exit.OK
 
 
+# What number() refused: the parser says it in one line, without the usage (_Parser.error).
+_REFUSED: set[str] = set()
+
+
+def _refused(message: str) -> argparse.ArgumentTypeError:
+    _REFUSED.add(message)
+    return argparse.ArgumentTypeError(message)
+
+
+def number(kind: type, least: float, *, above: bool = False):
+    """An argparse type for an int or float option: a finite number of at least `least` (more than
+    it with `above`), refused at parsing with one line that says what is allowed. float() alone
+    takes 'nan', 'inf' and '-1', which no count, size or budget means."""
+    import math
+
+    said = f"{'more than' if above else 'at least'} {least:g}"
+    what = "a whole number" if kind is int else "a number"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise _refused(f"{text!r} is not {what} (hint: {what} {said})") from None
+        if not math.isfinite(value) or value < least or (above and value == least):
+            raise _refused(f"{text!r}: must be {what} {said}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its own messages
+    return parse
+
+
 class _HelpFormatter(argparse.HelpFormatter):
     """argparse's formatter, except that a description or epilog is filled line by line and an
     indented line (an example command) is printed as written, never wrapped."""
@@ -101,6 +132,12 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        # a value number() refused: its line says what is allowed, the usage would bury it
+        if any(message.endswith(refused) for refused in _REFUSED):
+            self.exit(Exit.USAGE, f"{self.prog}: error: {message}\n")
+        super().error(message)
 
 
 def _parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 import sys
 
+from registry.commands import number
 from registry.errors import Exit, RecipeError
 from registry.names import is_override
 
@@ -28,11 +29,11 @@ def register(subparsers) -> None:
         epilog=EXAMPLES,
     )
     p.add_argument("targets", nargs="+", metavar="NAME|FILE|PATTERN|KEY=VALUE")
-    p.add_argument("--steps", type=int, default=20, help="measured steps (default 20)")
-    p.add_argument("--warmup", type=int, default=5, help="steps before measuring (default 5)")
+    p.add_argument("--steps", type=number(int, 1), default=20, help="measured steps (default 20)")
+    p.add_argument("--warmup", type=number(int, 0), default=5, help="steps before measuring (default 5)")
     p.add_argument(
         "--repeats",
-        type=int,
+        type=number(int, 1),
         default=1,
         help="launches per recipe, their steps pooled; the interval then holds each launch's median (default 1)",
     )
@@ -59,8 +60,6 @@ def run(args) -> int:
     sets = [t for t in args.targets if is_override(t)]
     if not targets:
         raise RecipeError("nothing to bench (hint: recipe bench 'tiny/*/cpu' --steps 20)")
-    if args.steps < 1 or args.warmup < 0 or args.repeats < 1:
-        raise RecipeError("--steps and --repeats must be at least 1 and --warmup at least 0")
     command = "recipe " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "recipe bench"
     if args.format == "json":
         return _json(targets, sets, args, command)

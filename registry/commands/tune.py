@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 import sys
 
+from registry.commands import number
 from registry.errors import RecipeError
 from registry.names import is_override
 
@@ -34,14 +35,14 @@ def register(subparsers) -> None:
     p.add_argument("target", metavar="POLICY/HARDWARE|NAME|FILE")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     p.add_argument("--backends", help="comma-separated backend parts (default: every backend the rules allow)")
-    p.add_argument("--global-batch", type=int, help="samples per optimizer step (default: the recipe's)")
-    p.add_argument("--budget", type=float, metavar="MINUTES", help="launch no new run after this many minutes")
+    p.add_argument("--global-batch", type=number(int, 1), help="samples per optimizer step (default: the recipe's)")
+    p.add_argument("--budget", type=number(float, 0, above=True), metavar="MINUTES", help="launch no new run after this many minutes")
     p.add_argument("--objective", choices=("samples_per_s",), default="samples_per_s")
-    p.add_argument("--steps", type=int, default=3, help="measured steps of the first rung (default 3; x3 each rung)")
-    p.add_argument("--warmup", type=int, default=2, help="steps before measuring, every rung (default 2)")
+    p.add_argument("--steps", type=number(int, 1), default=3, help="measured steps of the first rung (default 3; x3 each rung)")
+    p.add_argument("--warmup", type=number(int, 0), default=2, help="steps before measuring, every rung (default 2)")
     p.add_argument(
         "--tie-runs",
-        type=int,
+        type=number(int, 0),
         default=4,
         metavar="N",
         help="launches allowed after the last rung to separate the best from candidates within noise (default 4)",
@@ -57,12 +58,6 @@ def run(args) -> int:
 
     if is_override(args.target):
         raise RecipeError("nothing to tune (hint: recipe tune tiny/cpu)")
-    if args.steps < 1 or args.warmup < 0 or args.tie_runs < 0:
-        raise RecipeError("--steps must be at least 1, --warmup and --tie-runs at least 0")
-    if args.global_batch is not None and args.global_batch < 1:
-        raise RecipeError("--global-batch must be at least 1")
-    if args.budget is not None and args.budget <= 0:
-        raise RecipeError("--budget must be a positive number of minutes")
     backends = None
     if args.backends is not None:
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
