@@ -20,6 +20,9 @@ Strategies, one per kind of input (`STRATEGIES`):
   imports    accelerate yaml + DeepSpeed JSON (+ OpenTau JSON or lerobot-train flags), real ones
              from tests/data/corpus mutated or built from the field tables; `recipe import` (then
              estimate / resolve of what it wrote) or `recipe validate --accelerate-config`
+  datasets   a LeRobot dataset folder whose meta/info.json is hostile (deep nesting, huge and
+             non-finite numbers, wrong types, not UTF-8) and a pretrained checkpoint's config.json,
+             a recipe pointing at them; then doctor / estimate / run --dry-run
 
 Never `recipe run` without --dry-run, never `bench`. Used by tests/test_fuzz.py (3,000 cases, fixed
 seed, in CI) and benchmarks/fuzz.py (100,000 cases, several processes).
@@ -255,14 +258,35 @@ def _shortcuts():
     return git, real, committed
 
 
+# The host's GPUs, for `recipe doctor` (the `datasets` strategy): nvidia-smi is a process, which
+# the audit hook refuses; the call's thread sees this stand-in host instead (other threads, and
+# `recipe run`'s early question in a thread of its own, ask the real nvidia-smi).
+STAND_IN_GPUS = 8
+
+
+@functools.cache
+def _host():
+    from registry.run import machine
+
+    real = machine.gpus
+
+    def gpus():
+        if getattr(_ACTIVE, "folder", None) is None:
+            return real()
+        return [machine.GPU("NVIDIA H100 80GB HBM3", 81559, "550.54.15")] * STAND_IN_GPUS
+
+    return machine, real, gpus
+
+
 @contextlib.contextmanager
 def _cheap():
     git, real, committed = _shortcuts()
-    os.fsync, git.committed = _fsync, committed
+    machine, real_gpus, gpus = _host()
+    os.fsync, git.committed, machine.gpus = _fsync, committed, gpus
     try:
         yield
     finally:
-        os.fsync, git.committed = _REAL_FSYNC, real
+        os.fsync, git.committed, machine.gpus = _REAL_FSYNC, real, real_gpus
 
 
 def run_case(case: Case, timeout: float = TIMEOUT_S) -> Outcome:
@@ -1073,4 +1097,163 @@ def _nums():
     return st.one_of(st.integers(-3, 64), pick(HUGE_INTS)).map(str)
 
 
-STRATEGIES = {"files": file_cases(), "overrides": override_cases(), "names": name_cases(), "imports": import_cases()}
+# --- a dataset's own metadata ----------------------------------------------------------------
+DATASET_CELLS = ("act/ddp/2xH100", "diffusion/ddp/2xH100", "smolvla/ddp/2xH100", "pi07/zero2/8xA100")
+DATASET_ROOTS = ("data",) * 8 + ("./data", "data/", "missing", "data/meta", "data/meta/info.json")
+# number literals Python's json module reads as inf, -inf, nan, or refuses (more than 4,300 digits)
+RAW_NUMBERS = ("1e400", "-1e400", "NaN", "Infinity", "-Infinity", "1E-400", "-0", "1" + "0" * 400, "9" * 5000)
+RAW_INFO = (
+    b"", b" ", b"null", b"[]", b"[1, 2]", b'"features"', b"1e400", b"{", b'{"features": ', b"\xff\xfe{}",
+    b"\xc3(", b"\x00", b"\xef\xbb\xbf{}", '{"features": {}}'.encode("utf-16"), b'{"features": []}',
+    b'{"features": null}', b'{"features": {"a": 1}}', b'{"features": {"a": {"shape": "96"}}}',
+)  # fmt: skip
+DEPTHS = (30, 1_000, 5_000, 100_000)
+
+
+@functools.cache
+def twins() -> tuple[bytes, ...]:
+    """The dataset twins' info.json files (tests/data/datasets/): real LeRobot metadata."""
+    return tuple(p.read_bytes() for p in sorted((ROOT / "tests" / "data" / "datasets").glob("*/meta/info.json")))
+
+
+@functools.cache
+def _shapes():
+    dim = st.one_of(st.integers(-2, 4096), pick(HUGE_INTS), st.booleans(), st.floats(), pick(NASTY_STRINGS))
+    return st.one_of(st.lists(dim, max_size=4), junk_values)
+
+
+@functools.cache
+def _axis_names():
+    name = pick(["height", "width", "channels", "HEIGHT", "Width", 1, None, True, 1.5, ["height"], {"a": 1}, ""])
+    return st.one_of(st.lists(name, min_size=2, max_size=4), junk_values)
+
+
+@st.composite
+def _deep(draw) -> bytes:
+    """Nesting to a depth of up to 100,000: at the top, under `features`, or as a shape."""
+    n = draw(pick(DEPTHS))
+    nest = "[" * n + "]" * n if draw(st.booleans()) else '{"a": ' * n + "1" + "}" * n
+    where = draw(pick(["top", "features", "shape", "fps"]))
+    if where == "top":
+        return nest.encode()
+    if where == "features":
+        return ('{"fps": 10, "features": ' + nest + "}").encode()
+    if where == "shape":
+        return ('{"features": {"observation.images.top": {"dtype": "image", "shape": ' + nest + "}}}").encode()
+    return ('{"features": {}, "fps": ' + nest + "}").encode()
+
+
+def _with_raw(draw, doc) -> bytes:
+    """The document as JSON, some of its values number literals JSON allows and Python reads oddly."""
+    raws = []
+
+    def mark(node):
+        if isinstance(node, dict):
+            for k in list(node):
+                if draw(st.integers(0, 11)) == 0:
+                    raws.append(draw(pick(RAW_NUMBERS)))
+                    node[k] = f"@@RAW{len(raws) - 1}@@"
+                else:
+                    mark(node[k])
+
+    mark(doc)
+    try:
+        text = json.dumps(doc, indent=draw(pick([None, 2])))
+    except (ValueError, TypeError, RecursionError):
+        text = "{}"
+    for i, raw in enumerate(raws):
+        text = text.replace(f'"@@RAW{i}@@"', raw)
+    return text.encode("utf-8", "surrogatepass")
+
+
+INFO_FIELDS = ("features", "fps", "total_frames", "total_episodes", "codebase_version")
+FEATURE_FIELDS = ("shape", "names", "dtype")
+
+
+@st.composite
+def info_bytes(draw) -> bytes:
+    """A hostile meta/info.json: a real twin with the fields the pre-flight reads given wrong
+    types, huge or non-finite numbers; deep nesting; raw bytes (empty, not UTF-8, a list)."""
+    mode = draw(st.integers(0, 9))
+    if mode == 0:
+        return draw(_deep())
+    if mode == 1:
+        return draw(pick(RAW_INFO))
+    doc = json.loads(draw(pick(twins())))
+    features = doc.get("features") or {}
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.integers(0, 5))
+        if kind == 0:
+            doc[draw(pick(INFO_FIELDS))] = draw(st.one_of(pick(HUGE_INTS), junk_scalars, junk_values))
+        elif kind <= 3 and features:
+            feature = features[draw(pick(sorted(features)))]
+            if isinstance(feature, dict):
+                field_ = draw(pick(FEATURE_FIELDS))
+                value = {"shape": _shapes(), "names": _axis_names()}.get(field_)
+                feature[field_] = draw(
+                    value if value is not None else st.one_of(pick(["image", "video"]), junk_scalars)
+                )
+        elif kind == 4 and features:
+            features[draw(pick(sorted(features)))] = draw(junk_values)
+        else:  # a camera more, of any shape
+            key = draw(pick(["observation.images.extra", "observation.state", "action", ""]))
+            features[key] = {"dtype": draw(pick(["image", "video"])), "shape": draw(_shapes()), "names": None}
+    data = _with_raw(draw, doc)
+    if draw(st.integers(0, 9)) == 0:
+        data = data[: draw(st.integers(0, len(data)))]
+    return data
+
+
+@st.composite
+def config_bytes(draw) -> bytes:
+    """A pretrained checkpoint's config.json with input_features/output_features of wrong shapes."""
+    mode = draw(st.integers(0, 7))
+    if mode == 0:
+        return draw(_deep())
+    if mode == 1:
+        return draw(pick(RAW_INFO))
+    feature = st.fixed_dictionaries(
+        {"type": st.one_of(pick(["VISUAL", "STATE", "ACTION"]), junk_scalars), "shape": _shapes()}
+    )
+    keys = pick(["observation.images.top", "observation.images.front", "observation.state", "action", ""])
+    side = st.one_of(st.dictionaries(keys, st.one_of(feature, junk_values), max_size=4), junk_values)
+    doc = {name: draw(side) for name in ("input_features", "output_features") if draw(st.integers(0, 5))}
+    if draw(st.integers(0, 5)) == 0:
+        doc = draw(st.one_of(junk_values, st.just([doc])))
+    return _with_raw(draw, doc)
+
+
+@st.composite
+def dataset_cases(draw) -> Case:
+    """A LeRobot dataset folder (data/meta/info.json, hostile) and a recipe pointing at it
+    (dataset.root), sometimes with a pretrained checkpoint (policy.pretrained_path: ckpt, its
+    config.json hostile too), then `recipe doctor`, `recipe estimate` (the memory at the dataset's
+    image size) or `recipe run --dry-run`.
+
+    In-process without a process: the recipe sets trainer.env to a folder that does not exist, so
+    the doctor's trainer check finds no interpreter to ask (a finding, no process started); and
+    the host's GPUs come from a stand-in (`_host`, eight H100s) in the call's thread, where
+    nvidia-smi would be a process."""
+    doc: dict = {"extends": [draw(pick(DATASET_CELLS))], "dataset": {"root": draw(pick(DATASET_ROOTS))}}
+    doc["trainer"] = {"env": "venvs/none"}
+    files = {"data/meta/info.json": draw(info_bytes())}
+    if draw(st.integers(0, 2)) == 0:
+        doc["policy"] = {"pretrained_path": "ckpt"}
+        files["ckpt/config.json"] = draw(config_bytes())
+    files["r.yaml"] = yaml.safe_dump(doc, sort_keys=False).encode()
+    sets = draw(overrides(max_size=1)) if draw(st.integers(0, 3)) == 0 else []
+    verbs = (  # the doctor reads every field; estimate only the image size, run --dry-run nothing
+        *[["doctor", "r.yaml"]] * 4, *[["doctor", "r.yaml", "--format", "json"]] * 2,
+        ["estimate", "r.yaml"], ["estimate", "r.yaml", "--format", "json"], ["run", "r.yaml", "--dry-run"],
+    )  # fmt: skip
+    calls = [[*draw(pick(verbs)), *sets] for _ in range(draw(st.integers(1, 2)))]
+    return Case(files, calls)
+
+
+STRATEGIES = {
+    "files": file_cases(),
+    "overrides": override_cases(),
+    "names": name_cases(),
+    "imports": import_cases(),
+    "datasets": dataset_cases(),
+}

@@ -1,4 +1,4 @@
-"""The fuzz harness (tests/fuzz.py) in CI: 3,000 cases over the four strategies with fixed seeds
+"""The fuzz harness (tests/fuzz.py) in CI: 3,200 cases over the five strategies with fixed seeds
 (`derandomize`), each a `recipe` call in-process that must return 0, 1 or 2 without a traceback,
 a hang, a process, a socket or a write outside its folder. The regressions below are cases the
 harness found, kept as explicit examples. benchmarks/fuzz.py runs the same strategies at length."""
@@ -15,8 +15,8 @@ from hypothesis.configuration import set_hypothesis_home_dir
 
 set_hypothesis_home_dir(str(SESSION_DIR / "hypothesis"))  # never .hypothesis/ in the checkout
 
-# max_examples per strategy: 3,000 in all, about 40 s on 2 cores
-EXAMPLES = {"files": 1000, "overrides": 900, "names": 400, "imports": 700}
+# max_examples per strategy: 3,200 in all, about 45 s on 2 cores
+EXAMPLES = {"files": 1000, "overrides": 900, "names": 400, "imports": 700, "datasets": 200}
 
 
 def fixed(strategy: str) -> settings:
@@ -65,8 +65,14 @@ def test_imports(case):
     check(case)
 
 
-def test_the_budget_is_3000_cases():
-    assert sum(EXAMPLES.values()) == 3000 and set(EXAMPLES) == set(fuzz.STRATEGIES)
+@fixed("datasets")
+@given(fuzz.STRATEGIES["datasets"])
+def test_dataset_metadata(case):
+    check(case)
+
+
+def test_the_budget_is_3200_cases():
+    assert sum(EXAMPLES.values()) == 3200 and set(EXAMPLES) == set(fuzz.STRATEGIES)
 
 
 # --- the harness itself ------------------------------------------------------------------------
@@ -99,6 +105,24 @@ def test_a_write_outside_the_folder_is_refused(monkeypatch, tmp_path):
     monkeypatch.setattr(estimate, "run", lambda args: (tmp_path / "escaped").write_text("x") and 0)
     outcome = fuzz.run_case(fuzz.Case({}, [["estimate", "pi07/zero2/8xA100"]]))
     assert outcome.kind == "forbidden" and not (tmp_path / "escaped").exists()
+
+
+def test_the_doctor_reads_the_dataset_in_process_without_a_process(monkeypatch):
+    """The datasets strategy's way in: trainer.env names no interpreter and the host's GPUs are the
+    harness's stand-in, so `recipe doctor` reaches the dataset checks with no process started."""
+    from registry.run.preflight import host, metadata
+
+    read, gather, seen = metadata.read, host.gather, []
+    monkeypatch.setattr(metadata, "read", lambda path: seen.append(read(path)) or seen[-1])
+    monkeypatch.setattr(host, "gather", lambda *a, **k: seen.append(gather(*a, **k)) or seen[-1])
+    info = (fuzz.ROOT / "tests" / "data" / "datasets" / "toy" / "meta" / "info.json").read_bytes()
+    recipe = b"extends: [act/ddp/2xH100]\ndataset: {root: data}\ntrainer: {env: venvs/none}\n"
+    case = fuzz.Case({"r.yaml": recipe, "data/meta/info.json": info}, [["doctor", "r.yaml", "--format", "json"]])
+    outcome = fuzz.run_case(case)
+    assert outcome.ok and outcome.rc == 1, f"{outcome.key}: {outcome.message}"
+    meta, facts = seen
+    assert meta.fps == 10 and meta.path.parts[-3:] == ("data", "meta", "info.json")
+    assert len(facts.gpus) == fuzz.STAND_IN_GPUS and facts.trainer is None
 
 
 def test_usage_errors_and_exit_codes_pass():
