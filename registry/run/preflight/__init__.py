@@ -56,7 +56,11 @@ def check_dataset(doc: dict, origins: dict, base: Path, env: dict[str, str], rep
     entries = dataset_entries(doc)
     if not entries:
         return
-    pretrained = metadata.pretrained_features(recipe.policy.pretrained_path, base, env)
+    try:
+        pretrained = metadata.pretrained_features(recipe.policy.pretrained_path, base, env)
+    except metadata.Unreadable as e:
+        pretrained = None
+        report.notes.append(f"pretrained checkpoint not checked: {e}")
     policy = data.policy_of(recipe, pretrained)
     for entry in entries:
         try:

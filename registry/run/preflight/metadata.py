@@ -7,13 +7,16 @@ do not run.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from registry import untrusted
+
 INFO = "meta/info.json"
 INFO_MAX_BYTES = 16 << 20
+CONFIG_MAX_BYTES = 4 << 20  # a checkpoint's config.json: a few KiB of settings
+REF_MAX_BYTES = 256  # a hub cache ref: one commit hash
 VISUAL = ("image", "video")
 
 
@@ -81,10 +84,11 @@ def candidates(entry: dict, base: Path, env: dict[str, str]) -> list[Path]:
     snapshots = []
     try:
         if ref.is_file():
-            snapshots = [hub / "snapshots" / ref.read_text(encoding="utf-8").strip()]
+            commit = untrusted.read_text(ref, REF_MAX_BYTES).strip()
+            snapshots = [hub / "snapshots" / commit] if commit and "/" not in commit and commit != ".." else []
         elif (hub / "snapshots").is_dir():
             snapshots = sorted((hub / "snapshots").iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)
-    except OSError:
+    except (OSError, untrusted.Rejected):
         pass
     return found + [s / INFO for s in snapshots]
 
@@ -96,7 +100,7 @@ def find(entry: dict, base: Path, env: dict[str, str]) -> DatasetMeta:
     if not places:
         raise Unreadable("the recipe names no dataset (dataset.repo_id or dataset.root)")
     for path in places:
-        if path.is_file():
+        if os.path.lexists(path):  # a FIFO or a device there is read, and refused, not passed over
             return read(path)
     looked = ", ".join(str(p) for p in places[:2])
     name = entry.get("repo_id") or entry.get("root")
@@ -104,17 +108,12 @@ def find(entry: dict, base: Path, env: dict[str, str]) -> DatasetMeta:
 
 
 def read(path: Path) -> DatasetMeta:
+    """The metadata an info.json holds, through the guarded reader (docs/failure-modes.md §68): a
+    value of the wrong type is left unread, as if absent, and the checks that need it say nothing."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read(INFO_MAX_BYTES + 1)
-    except OSError as e:
-        raise Unreadable(f"{path}: cannot read: {e.strerror or e}") from None
-    if len(raw) > INFO_MAX_BYTES:
-        raise Unreadable(f"{path}: larger than {INFO_MAX_BYTES >> 20} MiB; not a dataset's info.json")
-    try:
-        info = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise Unreadable(f"{path}: not JSON ({e})") from None
+        info = untrusted.read_json(path, INFO_MAX_BYTES)
+    except untrusted.Rejected as e:
+        raise Unreadable(str(e)) from None
     if not isinstance(info, dict) or not isinstance(info.get("features"), dict):
         raise Unreadable(f"{path}: no `features` mapping; not a LeRobot dataset's info.json")
     cameras, vectors = [], {}
@@ -162,7 +161,8 @@ def _number(value) -> float | None:
 def pretrained_features(path: str | None, base: Path, env: dict[str, str]) -> tuple[Path, dict] | None:
     """A pretrained policy's own config (LeRobot and OpenTau write `input_features` and
     `output_features` into its config.json): from a local folder, or the snapshot the Hugging Face
-    hub cache holds for a hub id. None where it is not on this disk."""
+    hub cache holds for a hub id. None where it is not on this disk; Unreadable where a config.json
+    is there and cannot be read (a FIFO, a device, too large, not JSON, features of the wrong kind)."""
     if not path:
         return None
     local = Path(os.path.expanduser(path))
@@ -175,15 +175,24 @@ def pretrained_features(path: str | None, base: Path, env: dict[str, str]) -> tu
         except OSError:
             pass
     for place in places:
-        try:
-            config = json.loads(place.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError):
+        if not os.path.lexists(place):
             continue
-        if isinstance(config, dict):
-            features = {}
-            for side in ("input_features", "output_features"):
-                for name, feature in (config.get(side) or {}).items():
-                    if isinstance(feature, dict) and isinstance(feature.get("shape"), list):
-                        features[name] = {"type": feature.get("type"), "shape": feature["shape"]}
-            return place, features
+        try:
+            config = untrusted.read_json(place, CONFIG_MAX_BYTES)
+        except untrusted.Rejected as e:
+            raise Unreadable(str(e)) from None
+        if not isinstance(config, dict):
+            raise Unreadable(f"{place}: {type(config).__name__}, not a mapping; not a policy's config.json")
+        features = {}
+        for side in ("input_features", "output_features"):
+            declared = config.get(side)
+            if declared is None:
+                continue
+            if not isinstance(declared, dict):
+                raise Unreadable(f"{place}: {side} is {type(declared).__name__}, not a mapping of features")
+            for name, feature in declared.items():  # a feature of another shape is skipped
+                shape = feature.get("shape") if isinstance(feature, dict) else None
+                if isinstance(shape, list) and shape and all(_count(n) for n in shape):
+                    features[name] = {"type": feature.get("type"), "shape": shape}
+        return place, features
     return None

@@ -1,0 +1,203 @@
+"""The pre-flight, `recipe doctor`, `recipe run`, `recipe estimate` and `recipe verify` against
+hostile or damaged files from outside the registry (docs/failure-modes.md §68, §70): a dataset's
+meta/info.json, a checkpoint's config.json, the launcher on PATH, what the trainer's interpreter
+prints, a lock from another machine. Each is a clean finding or one error line, never a traceback,
+a hang, or memory without end."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, run_cli
+
+from registry.compose import compose
+from registry.run import preflight
+
+DATASETS = ROOT / "tests" / "data" / "datasets"
+TOY = json.loads((DATASETS / "toy" / "meta" / "info.json").read_text())
+ACT = ["act/ddp/cpu", "hardware.processes_per_node=1", "dataset.action_freq=10", "policy.chunk_size=20"]
+ACT += ["policy.n_action_steps=20"]
+
+
+def dataset_with(folder: Path, text: str | None = None, *, kind: str = "text") -> Path:
+    """A dataset root whose meta/info.json is `text`, or a FIFO, a link to /dev/zero, a sparse file."""
+    meta = folder / "meta"
+    meta.mkdir(parents=True)
+    info = meta / "info.json"
+    if kind == "fifo":
+        os.mkfifo(info)
+    elif kind == "zero":
+        info.symlink_to("/dev/zero")
+    elif kind == "sparse":
+        with open(info, "wb") as f:
+            f.truncate(32 << 30)
+    else:
+        info.write_text(text)
+    return folder
+
+
+def toy_with(**changes) -> str:
+    info = json.loads(json.dumps(TOY))
+    for key, value in changes.items():
+        info[key] = value
+    return json.dumps(info)
+
+
+def checked(overrides: list[str], env=None) -> preflight.Report:
+    recipe = compose(ACT[0], [*ACT[1:], *overrides])
+    report = preflight.Report()
+    preflight.check_dataset(recipe.data, recipe.origins, ROOT, env if env is not None else {}, report)
+    return report
+
+
+def one_line_or_findings(r) -> None:
+    assert "Traceback" not in r.stderr + r.stdout, r.stderr[-3000:]
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+
+
+# --- 1. a dataset's meta/info.json --------------------------------------------------------------------
+HOSTILE_INFO = {
+    "deep": ('{"features": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested deeper than 64 levels"),
+    "frames-10^400": (toy_with(total_frames=int("1" + "0" * 400)), "an integer of 401 digits"),
+    "fps-1e400": (toy_with(fps=10).replace('"fps": 10', '"fps": 1e400'), "1e400 overflows a float"),
+    "nan": (toy_with(fps=10).replace('"fps": 10', '"fps": NaN'), "NaN is not a number"),
+    "features-a-list": (toy_with(features=[1, 2]), "no `features` mapping"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_INFO))
+def test_a_hostile_info_json_is_one_note_naming_it(tmp_path, case):
+    text, why = HOSTILE_INFO[case]
+    root = dataset_with(tmp_path / "data", text)
+    report = checked([f"dataset.root={root}"])
+    assert report.problems == [] and len(report.notes) == 1, report.notes
+    assert str(root / "meta" / "info.json") in report.notes[0] and why in report.notes[0]
+
+
+@pytest.mark.parametrize(("kind", "why"), [("fifo", "a FIFO"), ("zero", "a device"), ("sparse", "34359738368 bytes")])
+def test_an_info_json_that_is_no_regular_file_is_one_note(tmp_path, kind, why):
+    root = dataset_with(tmp_path / "data", kind=kind)
+    report = checked([f"dataset.root={root}"])
+    assert report.problems == [] and len(report.notes) == 1 and why in report.notes[0], report.notes
+
+
+WRONG_TYPES = {
+    "shape-of-strings": {"dtype": "video", "shape": ["480", "640", "3"], "names": ["height", "width", "channels"]},
+    "names-not-a-list": {"dtype": "video", "shape": [96, 96, 3], "names": "height"},
+    "names-of-mappings": {"dtype": "video", "shape": [96, 96, 3], "names": [{}, [], None]},
+    "shape-a-mapping": {"dtype": "video", "shape": {"h": 96}},
+    "dtype-a-list": {"dtype": ["video"], "shape": [96, 96, 3]},
+    "shape-of-bools": {"dtype": "video", "shape": [True, True, True]},
+    "feature-a-string": "video",
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRONG_TYPES))
+def test_wrong_types_in_a_feature_are_findings_never_a_traceback(tmp_path, case):
+    info = json.loads(toy_with())
+    info["features"]["observation.images.top"] = WRONG_TYPES[case]
+    root = dataset_with(tmp_path / "data", json.dumps(info))
+    report = checked([f"dataset.root={root}"])
+    cameras = [(c.height, c.width) for c in report.datasets[0].cameras]
+    assert cameras in ([], [(96, 96)]), cameras  # a camera read as it says, or none: never a guess
+    if not cameras:
+        assert [p.rule for p in report.problems] == ["dataset-cameras"]
+
+
+def test_wrong_types_at_the_top_are_left_unread(tmp_path):
+    text = toy_with(fps="10", total_episodes=[4], total_frames={"n": 200}, codebase_version=3)
+    meta = checked([f"dataset.root={dataset_with(tmp_path / 'data', text)}"]).datasets[0]
+    assert (meta.fps, meta.episodes, meta.frames, meta.version) == (None, None, None, None)
+
+
+def test_doctor_reports_a_hostile_info_json_as_a_note(tmp_path):
+    deep = dataset_with(tmp_path / "deep", HOSTILE_INFO["deep"][0])
+    r = run_cli("doctor", *ACT, f"dataset.root={deep}", "--format", "json", timeout=30)
+    one_line_or_findings(r)
+    notes = json.loads(r.stdout)["notes"]
+    assert any(str(deep / "meta" / "info.json") in n and "nested deeper" in n for n in notes), notes
+    fifo = dataset_with(tmp_path / "fifo", kind="fifo")
+    r = run_cli("doctor", *ACT, f"dataset.root={fifo}", timeout=30)
+    one_line_or_findings(r)
+    assert "a FIFO, not a regular file" in r.stdout
+
+
+def test_run_records_a_fifo_info_json_without_hanging(tmp_path):
+    """recipe run hashes a local dataset's info.json into the lock (registry/run/envlock.py): a FIFO
+    there is recorded as unreadable, not opened for ever."""
+    from registry.run import envlock
+
+    fifo = dataset_with(tmp_path / "data", kind="fifo")
+    doc = compose(ACT[0], [*ACT[1:], f"dataset.root={fifo}"]).data
+    said = environment_call(envlock.dataset, doc, tmp_path)
+    assert said["info_sha256"].startswith("unknown (") and "a FIFO" in said["info_sha256"]
+    zero = dataset_with(tmp_path / "zero", kind="zero")
+    said = environment_call(envlock.dataset, compose(ACT[0], [*ACT[1:], f"dataset.root={zero}"]).data, tmp_path)
+    assert "a device" in said["info_sha256"]
+
+
+def environment_call(fn, *args, limit: float = 10.0):
+    from test_untrusted import _quick
+
+    return _quick(fn, *args, limit=limit)
+
+
+# --- 2. a pretrained checkpoint's config.json ----------------------------------------------------------
+def checkpoint(folder: Path, config: object = None, *, kind: str = "text") -> Path:
+    folder.mkdir(parents=True)
+    path = folder / "config.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "sparse":
+        with open(path, "wb") as f:
+            f.truncate(32 << 30)
+    else:
+        path.write_text(config if isinstance(config, str) else json.dumps(config))
+    return folder
+
+
+@pytest.mark.parametrize(("kind", "why"), [("fifo", "a FIFO"), ("zero", "a device"), ("sparse", "34359738368 bytes")])
+def test_a_checkpoint_config_that_is_no_regular_file_is_one_note(tmp_path, kind, why):
+    ckpt = checkpoint(tmp_path / "ckpt", kind=kind)
+    report = environment_call(checked, [f"dataset.root={DATASETS / 'toy'}", f"policy.pretrained_path={ckpt}"], limit=15)
+    assert report.problems == [], [p.render() for p in report.problems]
+    assert len(report.notes) == 1 and str(ckpt / "config.json") in report.notes[0] and why in report.notes[0]
+
+
+@pytest.mark.parametrize("value", [[1, 2], "VISUAL", None, 3])
+def test_a_checkpoint_whose_features_are_no_mapping_is_not_a_traceback(tmp_path, value):
+    config = {"type": "act", "input_features": value, "output_features": value}
+    ckpt = checkpoint(tmp_path / "ckpt", config)
+    report = checked([f"dataset.root={DATASETS / 'toy'}", f"policy.pretrained_path={ckpt}"])
+    assert report.problems == [], [p.render() for p in report.problems]
+    if value is not None:  # absent features say nothing; features of the wrong kind say so
+        assert len(report.notes) == 1 and "input_features" in report.notes[0] and str(ckpt) in report.notes[0]
+
+
+def test_a_non_mapping_feature_or_shape_is_skipped_and_the_rest_checked(tmp_path):
+    config = {
+        "input_features": {
+            "observation.images.front": "VISUAL",
+            "observation.images.side": {"type": "VISUAL", "shape": "3x96x96"},
+            "observation.state": {"type": "STATE", "shape": ["6"]},
+            "observation.env": {"type": "ENV", "shape": []},
+        },
+        "output_features": {"action": {"type": "ACTION", "shape": [6]}},
+    }
+    ckpt = checkpoint(tmp_path / "ckpt", config)
+    report = checked([f"dataset.root={DATASETS / 'toy'}", f"policy.pretrained_path={ckpt}"])
+    said = [p.message for p in report.problems]
+    assert [p.rule for p in report.problems] == ["dataset-action-size"], said
+    assert "action of 6 values" in said[0] and "has 14" in said[0]
+
+
+def test_doctor_with_a_fifo_checkpoint_config_does_not_hang(tmp_path):
+    ckpt = checkpoint(tmp_path / "ckpt", kind="fifo")
+    r = run_cli("doctor", *ACT, f"dataset.root={DATASETS / 'toy'}", f"policy.pretrained_path={ckpt}", timeout=30)
+    one_line_or_findings(r)
+    assert f"{ckpt / 'config.json'}: a FIFO, not a regular file" in r.stdout
