@@ -16,13 +16,19 @@ EXAMPLES = """\
 examples:
   recipe import --accelerate-config A.yaml --trainer opentau --trainer-config C.json -o recipe.yaml
   recipe import --accelerate-config A.yaml --trainer lerobot --trainer-args "--policy.type=act ..." -o recipe.yaml
+  recipe import --trainer lerobot --trainer-args "--policy.type=act ..." --launch-args "--num_processes 2" -o r.yaml
   recipe import --accelerate-config A.yaml --deepspeed-config ds.json --program train.py -o recipe.yaml
 """
 
 
 def add_setup_arguments(p, *, required: bool) -> None:
     """The options that name a team's existing setup (shared with `recipe validate`)."""
-    p.add_argument("--accelerate-config", required=required, metavar="A.yaml")
+    p.add_argument(
+        "--accelerate-config",
+        required=required,
+        metavar="A.yaml",
+        help="the accelerate yaml (default: what `accelerate launch` does without one, said in the notes)",
+    )
     p.add_argument(
         "--deepspeed-config", metavar="D.json", help="the DeepSpeed JSON (default: the yaml's deepspeed_config_file)"
     )
@@ -46,7 +52,7 @@ def setup_of(args):
     # argparse reads `--trainer-args=--` as a list: the `--` it strips from every value, and nothing
     text = lambda value: " ".join(value) if isinstance(value, list) else value  # noqa: E731
     return importer.Setup(
-        accelerate=Path(args.accelerate_config),
+        accelerate=path(args.accelerate_config),
         deepspeed=path(args.deepspeed_config),
         trainer=args.trainer,
         trainer_config=path(args.trainer_config),
@@ -60,7 +66,7 @@ def setup_of(args):
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(NAME, help=HELP, epilog=EXAMPLES)
-    add_setup_arguments(p, required=True)
+    add_setup_arguments(p, required=False)
     p.add_argument("--name", help="recipe.name (default: imported/<output stem>)")
     p.add_argument("-o", "--output", required=True, metavar="recipe.yaml")
     p.add_argument("--force", action="store_true")

@@ -24,8 +24,9 @@ from registry.errors import RecipeError
 from registry.load import load_json
 from registry.resolve.accelerate import import_config as from_accelerate
 from registry.resolve.accelerate import launch_flags
+from registry.trainers import lerobot, lerobot_defaults
 from registry.trainers.lerobot import import_flags as from_lerobot
-from registry.trainers.mapping import Notes, finish
+from registry.trainers.mapping import Notes, Reader, finish
 from registry.trainers.opentau import import_config as from_opentau
 
 UNKNOWN = "unknown"  # policy.type of a policy the import cannot name
@@ -37,7 +38,7 @@ DEFAULT_GPU = "A100-80GB"  # the GPU assumed when --gpu is not given (and said i
 class Setup:
     """What a team runs today, as the command line names it."""
 
-    accelerate: Path
+    accelerate: Path | None = None  # None: a bare `accelerate launch`, with its defaults (bare_launch)
     deepspeed: Path | None = None
     trainer: str | None = None  # opentau | lerobot | None: the team's own script (command trainer)
     trainer_config: Path | None = None
@@ -68,13 +69,19 @@ def read(setup: Setup) -> Imported:
     gpu = catalog.canonical(named) or catalog.device_entry(named)
     if gpu is None:
         raise RecipeError(f"--gpu: {catalog.unknown(named)}")
-    recipe, notes = from_accelerate(setup.accelerate, gpu, setup.deepspeed, launch_flags(setup.launch_args))
+    if setup.accelerate is None:
+        if setup.deepspeed:
+            raise RecipeError("--deepspeed-config needs --accelerate-config (the yaml whose deepspeed_config names it)")
+        recipe, notes = bare_launch(gpu, launch_flags(setup.launch_args))
+    else:
+        recipe, notes = from_accelerate(setup.accelerate, gpu, setup.deepspeed, launch_flags(setup.launch_args))
     if setup.gpu is None and lookup(recipe, "hardware.gpu") not in (MISSING, None):
         notes.append(
             f"hardware.gpu: no --gpu given, so {gpu} is assumed; the precision checks (bf16, fp8) and the memory"
             " estimate are judged for it (--gpu NAME for the cluster's GPU)"
         )
-    origin = setup.accelerate.name + (f" and {setup.deepspeed.name}" if setup.deepspeed else "")
+    origin = setup.accelerate.name if setup.accelerate else "accelerate launch's defaults"
+    origin += f" and {setup.deepspeed.name}" if setup.deepspeed else ""
     part = None
     if setup.trainer == "opentau":
         part = from_opentau(setup.trainer_config, recipe, notes)
@@ -98,8 +105,43 @@ def read(setup: Setup) -> Imported:
         )
     if part:
         _unset_what_the_trainer_cannot_take(recipe, part, notes)
+    if setup.trainer == "lerobot":
+        lerobot_defaults.settle(recipe, part, lerobot.parse(setup.trainer_args), notes)
     finish(recipe, notes)
     return Imported(recipe, part, notes, origin)
+
+
+def bare_launch(gpu: str, launch: dict) -> tuple[dict, Notes]:
+    """No accelerate yaml: what `accelerate launch` does without one (and without a default_config.yaml
+    in its cache folder): one process per GPU it sees, on one machine, mixed_precision no
+    (docs/rules.md, "Checking the configs you already have"). The GPU count of the machine is not known here, so
+    one process is assumed unless --launch-args names the count."""
+    from registry.resolve.accelerate import TABLE
+
+    data = {"compute_environment": "LOCAL_MACHINE", "num_machines": 1, "mixed_precision": "no", **launch}
+    processes, machines = data.get("num_processes") or 1, max(1, data["num_machines"] or 1)
+    data["num_processes"] = processes
+    data["distributed_type"] = "MULTI_GPU" if processes > 1 else "NO"  # accelerate's --multi_gpu past one process
+    recipe: dict = {
+        "backend": {"kind": "ddp"},
+        "hardware": {"gpu": gpu, "gpus_per_node": max(1, processes // machines), "nodes": machines},
+    }
+    notes = Notes()
+    reader = Reader(recipe, notes)
+    reader.read(TABLE, data, "accelerate launch")
+    reader.finish()
+    said = {
+        "num_processes": "one process per GPU it sees (1 assumed here: --launch-args '--num_processes N')",
+        "num_machines": "one machine",
+        "mixed_precision": "mixed_precision no",
+    }
+    defaults = [text for key, text in said.items() if key not in launch] or ["none, --launch-args names them all"]
+    notes.append(
+        "accelerate: no --accelerate-config, so the defaults of `accelerate launch` without a config file: "
+        + ", ".join(defaults)
+        + " (a default_config.yaml in accelerate's cache folder is not read: name it with --accelerate-config)"
+    )
+    return recipe, notes
 
 
 def _unset_what_the_trainer_cannot_take(recipe: dict, part: str, notes: Notes) -> None:

@@ -281,10 +281,6 @@ def import_flags(args: str, recipe: dict, notes: list[str]) -> str | None:
 
     given = parse(args)
     _policy_path(given, notes)
-    if "policy.push_to_hub" not in given:
-        # LeRobot's PreTrainedConfig defaults push_to_hub to true, and validate() then wants a repo_id
-        given["policy.push_to_hub"] = "true"
-        notes.append("lerobot-train flags: no --policy.push_to_hub, so LeRobot's default (true) is imported")
     if _bool(given.get("use_policy_training_preset", "true")) is True:
         # LeRobot trained with the policy's preset and ignored these; the recipe takes the policy
         # part's optimizer and scheduler, which hold the preset's values
