@@ -73,3 +73,66 @@ def test_every_number_option_of_tune_bench_and_estimate_refuses_nan():
             if action.type is not None and action.option_strings:
                 with pytest.raises(argparse.ArgumentTypeError):
                     action.type("nan")
+
+
+# --- 2. sbatch options as sbatch's getopt_long reads them -------------------------------------
+# pi07/zero2/2x8xH100: 2 nodes of 8 GPUs. Each extra line below changes a count as sbatch reads it.
+CHANGES_A_COUNT = [
+    ("--gpus-per-n=4", "asks for 4 GPUs per node"),  # a unique prefix of --gpus-per-node
+    ("--gpus-per-no 4", "asks for 4 GPUs per node"),
+    ("--gpus-per-node=4", "asks for 4 GPUs per node"),
+    ("--gres gpu:h100:4", "asks for 4 GPUs per node"),
+    ("--gpus=8", "asks for 8 GPUs in all"),  # --gpus is an option of its own, not ambiguous
+    ("--gpus 8", "asks for 8 GPUs in all"),
+    ("-G8", "asks for 8 GPUs in all"),
+    ("--gpus-per-t=4", "asks for 4 GPUs per task"),
+    ("--tres-per-task=gres/gpu:4", "asks for 4 GPUs per task"),
+    ("--nodes=3", "asks for 3 nodes"),
+    ("--nodes 3", "asks for 3 nodes"),
+    ("-N3", "asks for 3 nodes"),
+    ("-vN 3", "asks for 3 nodes"),  # grouped letters: -v, then -N with the next word
+    ("--exclusive --gpus-per-n=4", "asks for 4 GPUs per node"),
+    ("--exclusive=user --nodes 3", "asks for 3 nodes"),
+]
+LEAVES_THE_COUNTS = [
+    "--gpus-per-node=8",
+    "--gpus-per-n=8",  # the hardware part's own count, abbreviated
+    "--gpus 16",
+    "--gpus-p=4",  # ambiguous (gpus-per-node, -socket, -task): sbatch refuses it, no count changes
+    "--nod=3",  # ambiguous (nodefile, nodelist, nodes)
+    "--gre=gpu:4",  # ambiguous (gres, gres-flags)
+    "--gres-flags=enforce-binding",
+    "--gpu-bind=closest",
+    "--exclusive # --nodes=3",  # sbatch reads the rest of the line as a comment
+    "--job-name='--nodes=3'",  # a value, not an option
+    "--comment --nodes=3",  # --comment takes the next word as its value
+]
+
+
+def _engine_errors(extra: str) -> list:
+    from registry.compose import compose
+    from registry.validate import validate
+
+    recipe = compose("pi07/zero2/2x8xH100", ["launch.launcher=slurm", f"launch.slurm.extra={[extra]!r}"])
+    return [p for p in validate(recipe.data, recipe.origins) if p.is_error]
+
+
+@pytest.mark.parametrize(("extra", "said"), CHANGES_A_COUNT)
+def test_an_abbreviated_or_grouped_sbatch_option_that_changes_a_count_is_refused(extra, said):
+    errors = _engine_errors(extra)
+    assert [p.rule for p in errors] == ["engine-counts"] and said in errors[0].message, (extra, errors)
+
+
+@pytest.mark.parametrize("extra", LEAVES_THE_COUNTS)
+def test_an_sbatch_line_that_leaves_the_counts_passes(extra):
+    assert [p.render() for p in _engine_errors(extra)] == []
+
+
+def test_long_options_are_matched_as_getopt_long_matches_them():
+    from registry.validate import engines
+
+    assert engines.long_option("--gpus-per-n") == ("gpus-per-node", "required")
+    assert engines.long_option("--gpus") == ("gpus", "required")  # exact beats the longer names
+    assert engines.long_option("--gpus-p") is None  # ambiguous
+    assert engines.long_option("--ta=8") == ("ntasks-per-node", "required")  # --tasks-per-node, its alias
+    assert engines.long_option("--no-such-option") is None

@@ -464,12 +464,12 @@ def test_sbatch_directives_are_read_as_sbatch_reads_them():
     nothing after the first command line; the last spelling of each count wins."""
     from registry.validate import engines
 
-    assert engines.sbatch_options(SCRIPT) == [
+    assert engines.sbatch_options(SCRIPT) == [  # by the canonical long name (tests/test_rough_edges.py)
         ("--nodes", "2"),
-        ("-N", "3"),
+        ("--nodes", "3"),
         ("--gres", "gpu:h100:8"),
         ("--exclusive", ""),
-        ("-G", "16"),
+        ("--gpus", "16"),
         ("--gpus-per-task", "2"),
         ("--gpus-per-node", "h100:4"),
     ]

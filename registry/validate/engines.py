@@ -6,6 +6,7 @@ file back catches whatever did, as the engine would read it."""
 
 from __future__ import annotations
 
+import functools
 import shlex
 
 import yaml
@@ -20,40 +21,97 @@ def _load(text: str):
     return yaml.load(text, Loader=_LOADER) or {}  # a safe loader, C or Python
 
 
-# sbatch's spellings of the counts (`man sbatch`)
-NODE_OPTIONS = ("-N", "--nodes")
-TOTAL_GPU_OPTIONS = ("-G", "--gpus")
-# slurm.sbatch starts one task per node (rule slurm-one-task-per-node): a task's GPUs are the node's
-TASK_GPU_OPTIONS = ("--gpus-per-task",)
+def _sbatch_table() -> dict:
+    import json
+
+    from registry.files import SCHEMA_DIR
+
+    return json.loads((SCHEMA_DIR / "sbatch.json").read_text(encoding="utf-8"))["options"]
+
+
+@functools.cache
+def _options() -> tuple[dict[str, tuple[str, str]], dict[str, tuple[str, str]]]:
+    """({long name: (its canonical name, argument)}, {letter: (canonical name, argument)}) of
+    schemas/sbatch.json, the table sbatch reads #SBATCH lines with."""
+    longs, shorts = {}, {}
+    for name, option in _sbatch_table().items():
+        canonical = option.get("same_as", name)
+        longs[name] = (canonical, option["argument"])
+        if "short" in option:
+            shorts[option["short"]] = (canonical, option["argument"])
+    return longs, shorts
+
+
+def long_option(word: str) -> tuple[str, str] | None:
+    """(canonical name, argument) of `--NAME` as getopt_long matches it: the whole name, else the
+    one option NAME is a prefix of (several names of one option count once); None when NAME is
+    unknown or ambiguous, which sbatch refuses (docs/clusters.md)."""
+    longs, _ = _options()
+    name = word[2:].partition("=")[0]
+    if name in longs:
+        return longs[name]
+    matches = {longs[known] for known in longs if name and known.startswith(name)}
+    return matches.pop() if len(matches) == 1 else None
+
+
+def _words(line: str) -> list[str] | None:
+    """A directive line's words as sbatch splits them: quotes group, an unquoted # starts a comment."""
+    lexer = shlex.shlex(line, posix=True)
+    lexer.whitespace_split, lexer.commenters = True, "#"
+    try:
+        return list(lexer)
+    except ValueError:
+        return None  # an unmatched quote: sbatch refuses the file
+
+
+def _directive_words(text: str) -> list[str]:
+    """The words of every #SBATCH line, in order, up to the first command: sbatch reads them as one
+    command line, past blank lines and comments."""
+    words: list[str] = []
+    for line in text.splitlines()[1:]:
+        if line.startswith("#SBATCH"):
+            words += _words(line[len("#SBATCH") :]) or []
+        elif line.strip() and not line.lstrip().startswith("#"):
+            break
+    return words
 
 
 def sbatch_options(text: str) -> list[tuple[str, str]]:
-    """`#SBATCH` options as (option, value) in the order written, long and short forms as they
-    are. sbatch stops reading directives at the first command line."""
-    found: list[tuple[str, str]] = []
-    for line in text.splitlines()[1:]:
-        if not line.startswith("#"):
-            break
-        if not line.startswith("#SBATCH"):
+    """`#SBATCH` options as (--canonical-name, value) in the order written, read as sbatch's
+    getopt_long reads them (schemas/sbatch.json): `--name=V`, `--name V` for an option that takes
+    a value, any unambiguous prefix of a long name, `-N3`, `-N 3` and grouped letters. An unknown
+    or ambiguous option is kept as written, with no value (sbatch would refuse the file)."""
+    _, shorts = _options()
+    words, found, i = _directive_words(text), [], 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if word == "--" or not word.startswith("-") or word == "-":
+            break  # sbatch stops at the first word that is not an option
+        if word.startswith("--"):
+            option = long_option(word)
+            if option is None:
+                found.append((word.partition("=")[0], ""))
+                continue
+            (name, argument), (_, equals, value) = option, word.partition("=")
+            if not equals and argument == "required" and i < len(words):
+                value, i = words[i], i + 1  # a required value is the next word, whatever it is
+            found.append((f"--{name}", value))
             continue
-        try:
-            words = shlex.split(line[len("#SBATCH") :])
-        except ValueError:
-            continue
-        i = 0
-        while i < len(words):
-            word = words[i]
-            if word.startswith("--") and "=" in word:
-                key, value = word.split("=", 1)
-            elif word.startswith("-") and not word.startswith("--") and len(word) > 2:
-                key, value = word[:2], word[2:]  # -N2
-            elif i + 1 < len(words) and not words[i + 1].startswith("-"):
-                key, value = word, words[i + 1]  # --nodes 3
-                i += 1
-            else:
-                key, value = word, ""  # a flag: --exclusive
-            found.append((key, value))
-            i += 1
+        letters = word[1:]
+        while letters:
+            letter, letters = letters[0], letters[1:]
+            if letter not in shorts:
+                found.append((f"-{letter}", ""))
+                break
+            name, argument = shorts[letter]
+            if argument == "none":
+                found.append((f"--{name}", ""))
+                continue
+            value, letters = letters, ""
+            if not value and argument == "required" and i < len(words):
+                value, i = words[i], i + 1
+            found.append((f"--{name}", value))
     return found
 
 
@@ -70,16 +128,18 @@ def slurm_counts(text: str) -> dict[str, str]:
     """What the allocation gets: the last of each count's spellings wins, as it does for sbatch."""
     counts = {}
     for key, value in sbatch_options(text):
-        if key in NODE_OPTIONS:
+        if key == "--nodes":
             counts["nodes"] = value
         elif key == "--gpus-per-node":
             counts["gpus_per_node"] = value.split(":")[-1]
         elif key == "--gres" and (gres := _gres_gpus(value)) is not None:
             counts["gpus_per_node"] = gres
-        elif key in TOTAL_GPU_OPTIONS:
+        elif key == "--gpus":
             counts["gpus"] = value.split(":")[-1]
-        elif key in TASK_GPU_OPTIONS:
+        elif key == "--gpus-per-task":
             counts["gpus_per_task"] = value.split(":")[-1]
+        elif key == "--tres-per-task" and (gres := _gres_gpus(value.replace("gres/", ""))) is not None:
+            counts["gpus_per_task"] = gres  # --tres-per-task=gres/gpu:4 is --gpus-per-task=4
     return counts
 
 
