@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, run_cli
 
 from registry.compose import compose
-from registry.run import preflight
+from registry.errors import RecipeError
+from registry.run import environment, preflight
 
 DATASETS = ROOT / "tests" / "data" / "datasets"
 TOY = json.loads((DATASETS / "toy" / "meta" / "info.json").read_text())
@@ -201,3 +203,102 @@ def test_doctor_with_a_fifo_checkpoint_config_does_not_hang(tmp_path):
     r = run_cli("doctor", *ACT, f"dataset.root={DATASETS / 'toy'}", f"policy.pretrained_path={ckpt}", timeout=30)
     one_line_or_findings(r)
     assert f"{ckpt / 'config.json'}: a FIFO, not a regular file" in r.stdout
+
+
+# --- 3. what the trainer's interpreter prints ----------------------------------------------------------
+def interpreter(folder: Path, body: str) -> str:
+    """A stand-in interpreter: a shell script that prints `body` whatever it is asked."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "python"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def printing(folder: Path, report: object) -> str:
+    (folder / "report.json").parent.mkdir(parents=True, exist_ok=True)
+    (folder / "report.json").write_text(report if isinstance(report, str) else json.dumps(report))
+    return interpreter(folder, f'cat "{folder / "report.json"}"')
+
+
+GOOD = {"python": "3.12.1", "packages": {"torch": "2.5.1", "lerobot": "0.6.1"}, "torch_cuda": None, "nccl": None}
+WRONG_REPORTS = {
+    "not-a-mapping": ([GOOD], "the report is list, not a mapping"),
+    "packages-a-list": ({**GOOD, "packages": ["torch"]}, "packages is list, not a mapping"),
+    "version-an-int": ({**GOOD, "packages": {"torch": 2, "lerobot": "0.6.1"}}, "packages.torch is int, not a string"),
+    "python-a-dict": ({**GOOD, "python": {"v": 3}}, "python is dict, not a string"),
+    "python-missing": ({k: v for k, v in GOOD.items() if k != "python"}, "python is NoneType, not a string"),
+    "cuda-a-list": ({**GOOD, "torch_cuda": ["12.4"]}, "torch_cuda is list, not a string"),
+    "extras-a-list": ({**GOOD, "extras": []}, "extras is list, not a mapping"),
+    "extra-a-string": ({**GOOD, "extras": {"lerobot[diffusion]": "diffusers"}}, "is str, not a list"),
+    "need-no-name": ({**GOOD, "extras": {"lerobot[diffusion]": [{"spec": ">=1"}]}}, "[0].name is NoneType"),
+    "need-ok-a-string": (
+        {**GOOD, "extras": {"lerobot[diffusion]": [{"name": "d", "spec": "", "version": "1", "ok": "yes"}]}},
+        "[0].ok is str, not bool",
+    ),
+    "deep": ("[" * 100_000 + "]" * 100_000, "nested deeper than 64 levels"),
+    "huge-int": ('{"python": 1' + "0" * 400 + "}", "an integer of 401 digits"),
+    "not-json": ("<html>", "not JSON"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRONG_REPORTS))
+def test_a_report_of_the_wrong_shape_is_one_error_line(tmp_path, case):
+    report, why = WRONG_REPORTS[case]
+    python = printing(tmp_path / case, report)
+    with pytest.raises(RecipeError) as caught:
+        environment.ask(python, "lerobot", "diffusion")
+    said = str(caught.value)
+    assert said.startswith(f"{python}: cannot ask it for its packages (") and why in said, said
+    assert "\n" not in said and len(said) < 400
+
+
+def test_a_well_formed_report_passes_the_check(tmp_path):
+    need = {"name": "diffusers", "spec": ">=0.27", "version": None, "ok": None}
+    python = printing(tmp_path, {**GOOD, "extras": {"lerobot[diffusion]": [need]}})
+    assert environment.ask(python, "lerobot", "diffusion") == {**GOOD, "extras": {"lerobot[diffusion]": [need]}}
+
+
+def test_a_flood_of_output_is_cut_off_and_refused(tmp_path):
+    python = interpreter(tmp_path, "exec cat /dev/zero")  # without end: gigabytes held before the cap
+    with pytest.raises(RecipeError, match="printed more than 1 MiB"):
+        environment_call(environment.ask, python, "lerobot", limit=15)
+
+
+def test_an_interpreter_that_prints_nothing_says_its_exit_code(tmp_path):
+    python = interpreter(tmp_path, "exit 7")
+    with pytest.raises(RecipeError, match="exited with code 7 and printed no report"):
+        environment.ask(python)
+
+
+def test_doctor_and_run_say_a_hostile_report_in_one_line(tmp_path):
+    python = printing(tmp_path / "env" / "bin", {**GOOD, "packages": {"torch": 2, "lerobot": "0.6.1"}})
+    args = [*ACT, f"trainer.env={python}", f"dataset.root={DATASETS / 'toy'}"]
+    r = run_cli("doctor", *args, timeout=30)
+    one_line_or_findings(r)
+    assert "error[host-trainer-env]" in r.stdout and "packages.torch is int, not a string" in r.stdout
+    r = run_cli("run", *args, "--output-dir", str(tmp_path / "run"), timeout=30)
+    assert r.returncode == 127 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines()[-1].endswith("packages.torch is int, not a string)"), r.stderr
+    assert not (tmp_path / "run").exists()
+
+
+# --- 4. the launcher found on PATH -------------------------------------------------------------------------
+def test_a_fifo_named_like_the_launcher_on_path_does_not_hang(tmp_path):
+    fifo = tmp_path / "bin" / "accelerate"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    fifo.chmod(0o755)
+    assert environment_call(environment.interpreter_of, "accelerate", {"PATH": str(fifo.parent)}) is None
+    assert environment_call(environment.interpreter_of, str(fifo), {}) is None
+
+
+def test_a_huge_sparse_launcher_is_read_for_its_head_only(tmp_path):
+    script = tmp_path / "bin" / "accelerate"
+    script.parent.mkdir()
+    with open(script, "wb") as f:
+        f.write(f"#!{sys.executable}\n".encode())
+        f.truncate(64 << 30)  # 64 GiB: read whole, it would take all memory
+    script.chmod(0o755)
+    found = environment_call(environment.interpreter_of, "accelerate", {"PATH": str(script.parent)})
+    assert found == sys.executable

@@ -12,17 +12,16 @@ asked the same way, from the requirements the installed package itself declares 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 from functools import cache
 from pathlib import Path
 
+from registry import untrusted
 from registry.errors import Exit, RecipeError
 from registry.run import probe
 
@@ -30,15 +29,17 @@ from registry.run import probe
 # (registry/run/envlock.py) and asked of the trainer's Python together with its own package
 RECORDED = ("torch", "accelerate", "deepspeed", "transformers")
 ASK_TIMEOUT_S = 60
+ASK_MAX_BYTES = 1 << 20  # the probe's report is a few hundred bytes
+HEAD_BYTES = 512  # a launcher's #! line, and the line after it (pip's trampoline for long paths)
 
 
 def interpreter_of(program: str, env: dict[str, str]) -> str | None:
     """The Python a console script runs under, from its #! line (pip writes the interpreter's
     path there, or a /bin/sh line that execs it); None where it is not a Python script."""
     found = program if "/" in program else shutil.which(program, path=env.get("PATH"))
-    try:
-        head = Path(found).read_bytes()[:512].decode("utf-8", "replace").splitlines() if found else []
-    except OSError:
+    try:  # its head only, of a regular file: a FIFO or a huge file on PATH is not read whole
+        head = untrusted.head(found, HEAD_BYTES).decode("utf-8", "replace").splitlines() if found else []
+    except untrusted.Rejected:
         return None
     if not head or not head[0].startswith("#!"):
         return None
@@ -64,20 +65,48 @@ def ask(python: str, package: str | None = None, extra: str | None = None) -> di
 
 @cache
 def _ask(python: str, packages: tuple[str, ...]) -> dict:
+    # its output is read capped in bytes and time, and checked field by field: a broken or hostile
+    # interpreter is one line, never a traceback or memory without end (docs/failure-modes.md §70)
     try:
-        done = subprocess.run(
-            [python, "-c", _probe_source(), *packages],
-            capture_output=True,
-            text=True,
-            timeout=ASK_TIMEOUT_S,
-            check=False,
+        code, out = untrusted.run_output(
+            [python, "-c", _probe_source(), *packages], limit=ASK_MAX_BYTES, timeout=ASK_TIMEOUT_S
         )
-        found = json.loads(done.stdout)
-        if not isinstance(found, dict) or not isinstance(found.get("packages"), dict):
-            raise ValueError("no report")
-        return found
-    except (OSError, ValueError, subprocess.TimeoutExpired) as e:
+        if not out.strip():
+            raise untrusted.Rejected(f"it exited with code {code} and printed no report")
+        return answer(untrusted.loads(out, "its report"), "its report")
+    except untrusted.Rejected as e:
         raise RecipeError(f"{python}: cannot ask it for its packages ({e})", Exit.NOT_FOUND) from None
+
+
+def answer(found, where: str) -> dict:
+    """The probe's report (registry/run/probe.py) with every field its readers use checked:
+    python a string; packages a mapping of name to a version string or None; torch_cuda and nccl
+    a string or None; extras a mapping of `pkg[extra]` to None or a list of requirements, each
+    with a name and spec string, a version string or None and ok a bool or None. Rejected naming
+    the first field that is not."""
+    expect = untrusted.expect
+    expect(found, dict, where, "the report")
+    out = {"python": expect(found.get("python"), str, where, "python")}
+    out["packages"] = expect(found.get("packages"), dict, where, "packages")
+    for name, version in out["packages"].items():
+        _optional(version, str, where, f"packages.{name}")
+    for key in ("torch_cuda", "nccl"):
+        out[key] = _optional(found.get(key), str, where, key)
+    if found.get("extras") is not None:
+        out["extras"] = expect(found["extras"], dict, where, "extras")
+        for name, needs in out["extras"].items():
+            for i, need in enumerate(_optional(needs, list, where, f"extras.{name}") or ()):
+                at = f"extras.{name}[{i}]"
+                expect(need, dict, where, at)
+                expect(need.get("name"), str, where, f"{at}.name")
+                expect(need.get("spec"), str, where, f"{at}.spec")
+                _optional(need.get("version"), str, where, f"{at}.version")
+                _optional(need.get("ok"), bool, where, f"{at}.ok")
+    return out
+
+
+def _optional(value, kind, where: str, what: str):
+    return None if value is None else untrusted.expect(value, kind, where, what)
 
 
 @cache
