@@ -302,3 +302,185 @@ def test_a_huge_sparse_launcher_is_read_for_its_head_only(tmp_path):
     script.chmod(0o755)
     found = environment_call(environment.interpreter_of, "accelerate", {"PATH": str(script.parent)})
     assert found == sys.executable
+
+
+# --- 5. recipe verify of a lock from another machine ---------------------------------------------------
+def foreign_lock(tmp_path: Path, trainer_env: str | None, **resolved_changes) -> Path:
+    """A LeRobot run's lock as another machine would hand it over: resolve's lock, its trainer.env
+    set to `trainer_env`, and an environment section."""
+    import yaml
+
+    from registry.resolve import LOCK, resolve
+
+    lock = tmp_path / "resolved" / LOCK
+    lock.parent.mkdir()
+    content = yaml.safe_load(resolve(compose(ACT[0], ACT[1:])).files[LOCK])
+    content["resolved"]["trainer"]["env"] = trainer_env
+    content["resolved"].update(resolved_changes)
+    content["environment"] = {"python": "3.12.1", "packages": {"torch": "2.5.1"}, "interpreter": trainer_env}
+    lock.write_text(yaml.safe_dump(content, sort_keys=False))
+    return lock
+
+
+def test_verify_runs_no_interpreter_the_lock_names(tmp_path):
+    marker = tmp_path / "ran"
+    evil = interpreter(tmp_path / "evil" / "bin", f'touch "{marker}"\necho "{{}}"')
+    lock = foreign_lock(tmp_path, evil)
+    r = run_cli("verify", str(lock), env={"PATH": f"{tmp_path / 'empty'}:/usr/bin:/bin"})
+    assert not marker.exists(), "recipe verify ran the interpreter the lock names"
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert f"the lock's trainer.env {evil} was not asked" in r.stderr and "--trainer-env ENV" in r.stderr
+    # this host's environment, named by the user, is asked
+    mine = printing(tmp_path / "mine" / "bin", {**GOOD, "packages": {"torch": "2.5.1", "lerobot": "0.6.1"}})
+    r = run_cli("verify", str(lock), "--trainer-env", mine)
+    assert not marker.exists() and "was not asked" not in r.stderr, r.stderr
+    assert "environment.python: recorded" not in r.stdout and "environment.packages.torch" not in r.stdout, r.stdout
+
+
+def test_verify_asks_no_program_the_lock_names_by_path(tmp_path):
+    marker = tmp_path / "ran"
+    evil = interpreter(tmp_path / "evil", f'touch "{marker}"\necho "{{}}"')
+    script = tmp_path / "train.sh"
+    script.write_text(f"#!{evil}\n")
+    script.chmod(0o755)
+    lock = foreign_lock(tmp_path, None)
+    import yaml
+
+    content = yaml.safe_load(lock.read_text())
+    resolved = compose("tiny/ddp/cpu", ["trainer.kind=command", f"trainer.command.program={script}"]).data
+    content["resolved"] = resolved
+    lock.write_text(yaml.safe_dump(content, sort_keys=False))
+    r = run_cli("verify", str(lock))
+    assert not marker.exists(), "recipe verify ran the interpreter a program the lock names runs under"
+    assert "Traceback" not in r.stderr and r.returncode in (1, 2), r.stdout + r.stderr
+
+
+def hostile_lock(tmp_path: Path, case: str) -> Path:
+    lock = tmp_path / "recipe.lock.yaml"
+    if case == "fifo":
+        os.mkfifo(lock)
+    elif case == "zero":
+        lock.symlink_to("/dev/zero")
+    elif case == "sparse":
+        with open(lock, "wb") as f:
+            f.truncate(8 << 30)
+    elif case == "deep-flow":
+        lock.write_text("lock_version: 1\nresolved: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    elif case == "deep-block":
+        lock.write_text("lock_version: 1\nresolved:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 300)))
+    elif case == "a-list":
+        lock.write_text("- lock_version\n- resolved\n")
+    elif case == "a-string":
+        lock.write_text("lock_version resolved environment\n")
+    elif case == "not-utf8":
+        lock.write_bytes(b"lock_version: 1\nresolved: {}\n\xff\n")
+    return lock
+
+
+@pytest.mark.parametrize(
+    ("case", "why"),
+    [
+        ("fifo", "a FIFO, not a regular file"),
+        ("zero", "a device, not a regular file"),
+        ("sparse", "8589934592 bytes, more than the"),
+        ("deep-flow", "error[yaml]"),
+        ("deep-block", "nested deeper than 64 levels"),
+        ("a-list", "must be a mapping, not a list"),
+        ("a-string", "must be a mapping, not a scalar"),
+        ("not-utf8", "not UTF-8"),
+    ],
+)
+def test_verify_of_a_hostile_lock_is_one_line_and_exit_2(tmp_path, case, why):
+    lock = hostile_lock(tmp_path, case)
+    r = run_cli("verify", str(lock), timeout=20)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and why in r.stderr and not r.stdout, r.stderr
+
+
+ENVIRONMENTS = {
+    "packages-a-list": {"python": "3.12.1", "packages": ["torch"]},
+    "python-a-mapping": {"python": {"v": 3}, "packages": {"torch": 2}},
+    "interpreter-a-list": {"python": "3", "interpreter": ["/bin/sh", "-c"], "gpu_count": "two"},
+}
+
+
+@pytest.mark.parametrize("case", sorted(ENVIRONMENTS))
+def test_verify_of_an_environment_of_wrong_types_compares_without_a_traceback(tmp_path, case):
+    import yaml
+
+    lock = foreign_lock(tmp_path, None)
+    content = yaml.safe_load(lock.read_text())
+    content["environment"] = ENVIRONMENTS[case]
+    lock.write_text(yaml.safe_dump(content, sort_keys=False))
+    r = run_cli("verify", str(lock))
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert r.stdout.strip().splitlines()[-1].startswith("recipe: this host differs from the environment")
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [({"trainer": ["lerobot"]}, "its resolved recipe is not a valid recipe"), ({"train": 5}, "not a valid recipe")],
+)
+def test_verify_of_a_resolved_recipe_of_wrong_types_is_one_line_and_exit_2(tmp_path, change, why):
+    lock = foreign_lock(tmp_path, None, **change)
+    r = run_cli("verify", str(lock))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and why in r.stderr, r.stdout + r.stderr
+
+
+# --- 6. the cameras recipe estimate reads, and non-square images ------------------------------------------
+def cameras_info(folder: Path, cameras: dict[str, dict]) -> Path:
+    info = json.loads(toy_with())
+    del info["features"]["observation.images.top"]
+    for name, feature in cameras.items():
+        info["features"][name] = {"dtype": "video", "info": {}, **feature}
+    return dataset_with(folder, json.dumps(info))
+
+
+HWC = ["height", "width", "channels"]
+NON_SQUARE = {
+    "hwc-named": {"shape": [480, 640, 3], "names": HWC},
+    "chw-named": {"shape": [3, 480, 640], "names": ["channels", "height", "width"]},
+    "chw-unnamed": {"shape": [3, 480, 640], "names": None},
+    "hwc-unnamed": {"shape": [480, 640, 3]},
+}
+
+
+@pytest.mark.parametrize("case", sorted(NON_SQUARE))
+def test_a_non_square_camera_is_read_as_height_480_and_width_640(tmp_path, case):
+    root = cameras_info(tmp_path / "data", {"observation.images.top": NON_SQUARE[case]})
+    diffusion = ["diffusion/ddp/2xH100", f"dataset.root={root}"]
+    report = preflight.Report()
+    recipe = compose(diffusion[0], [*diffusion[1:], "policy.options.crop_shape=[470,630]"])
+    preflight.check_dataset(recipe.data, recipe.origins, ROOT, {}, report)
+    assert [(c.height, c.width) for c in report.datasets[0].cameras] == [(480, 640)]
+    assert "dataset-image-size" not in {p.rule for p in report.problems}  # 470 x 630 fits in 480 x 640
+    recipe = compose(diffusion[0], [*diffusion[1:], "policy.options.crop_shape=[500,600]"])
+    report = preflight.Report()
+    preflight.check_dataset(recipe.data, recipe.origins, ROOT, {}, report)
+    [said] = [p.message for p in report.problems if p.rule == "dataset-image-size"]
+    assert "observation.images.top is 480 x 640 and the policy crops 500 x 600" in said
+
+
+def test_estimate_says_how_many_cameras_and_which_sizes_it_used(tmp_path):
+    root = cameras_info(
+        tmp_path / "data",
+        {
+            "observation.images.top": {"shape": [480, 640, 3], "names": HWC},
+            "observation.images.wrist": {"shape": [3, 240, 320], "names": ["channels", "height", "width"]},
+        },
+    )
+    r = run_cli("estimate", "act/ddp/2xH100", f"dataset.root={root}", "dataset.num_cams=2")
+    assert r.returncode == 0, r.stderr
+    [line] = [x for x in r.stdout.splitlines() if x.startswith("activations per frame:")]
+    info = root / "meta" / "info.json"
+    assert line.startswith(
+        f"activations per frame: at the mean image of {info}'s 2 cameras (observation.images.top 480 x 640,"
+        " observation.images.wrist 240 x 320), 0.625 x the part's 480 x 640"
+    ), line
+    r = run_cli("estimate", "act/ddp/2xH100", f"dataset.root={root}", "dataset.num_cams=2", "--format", "json")
+    frames = json.loads(r.stdout)["frames"]
+    assert frames["pixels"] == (480 * 640 + 240 * 320) / 2
+    assert frames["cameras"] == [
+        {"name": "observation.images.top", "height": 480, "width": 640},
+        {"name": "observation.images.wrist", "height": 240, "width": 320},
+    ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from registry.errors import Exit
 
 NAME = "verify"
@@ -18,13 +20,20 @@ DESCRIPTION = (
     " accelerate, DeepSpeed, transformers and the trainer's package as the trainer's interpreter sees"
     " them; torch's CUDA; NVIDIA driver, GPU model and count; the dataset's revision) and prints each"
     " field that differs with its recorded and current value. Exit 0: the same; 1: some differ; 2: not"
-    " a lock with an environment (recipe resolve writes none)."
+    " a lock with an environment (recipe resolve writes none). Nothing the lock names is run: the"
+    " trainer's interpreter is the one this host would use, --trainer-env or the launcher on PATH."
 )
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(NAME, help=HELP, description=DESCRIPTION, epilog=EXAMPLES)
     p.add_argument("target", metavar="RUN_DIR|LOCK")
+    p.add_argument(
+        "--trainer-env",
+        metavar="ENV",
+        help="this host's environment for the trainer (as trainer.env); without it, the trainer's launcher on"
+        " PATH is asked, never an interpreter the lock names",
+    )
     p.set_defaults(func=run)
 
 
@@ -33,7 +42,9 @@ def run(args) -> int:
 
     lock, content = envlock.read(args.target)
     recorded = content[envlock.ENVIRONMENT]
-    current = envlock.current_for(content, lock)
+    current, note = envlock.current_for(content, lock, args.trainer_env)
+    if note:
+        print(f"recipe: note: {note}", file=sys.stderr)
     found = envlock.differences(recorded, current)
     for field, old, new in found:
         print(envlock.difference_line(field, old, new))

@@ -40,11 +40,12 @@ LOCK_MAX_BYTES = 16 << 20
 
 
 # --- what this host has ------------------------------------------------------------------------
-def collect(inv, doc, folder: Path, host: list[machine.GPU], env: dict[str, str]) -> dict:
+def collect(inv, doc, folder: Path, host: list[machine.GPU], env: dict[str, str], asked=None) -> dict:
     """The environment section for a launch of `inv` (a Bundle or an Invocation) from `folder`,
-    on a host with these GPUs and the launch's environment variables. Never raises: what cannot
-    be learnt is recorded as `unknown (why)`."""
-    python, found = _asked(inv, env)
+    on a host with these GPUs and the launch's environment variables (`asked`: the interpreter and
+    its answer where the caller has them). Never raises: what cannot be learnt is recorded as
+    `unknown (why)`."""
+    python, found = asked or _asked(inv, env)
     drivers = sorted({g.driver for g in host if g.driver})
     return {
         "python": found["python"],
@@ -215,19 +216,14 @@ def read_lock(where: str | Path) -> tuple[Path, dict]:
     path = Path(where)
     if path.is_dir():
         path = path / LOCK
-    if not path.is_file():
-        what = "no such file" if not path.exists() else "not a file"
-        raise RecipeError(f"{path}: {what} (hint: give a run folder or its {LOCK})")
+    if not os.path.lexists(path):
+        raise RecipeError(f"{path}: no such file (hint: give a run folder or its {LOCK})")
+    try:  # a lock may come from another machine: a FIFO, a device or a huge file is refused unread
+        text = untrusted.read_text(path, LOCK_MAX_BYTES)
+    except untrusted.Rejected as e:
+        raise RecipeError(f"{e}; not a recipe lock (hint: give a run folder or its {LOCK})") from None
     try:
-        with open(path, "rb") as f:
-            raw = f.read(LOCK_MAX_BYTES + 1)
-        if len(raw) > LOCK_MAX_BYTES:
-            raise RecipeError(f"{path}: larger than {LOCK_MAX_BYTES >> 20} MiB; not a recipe lock")
-        content = load_text(raw.decode("utf-8"), str(path)).data
-    except OSError as e:
-        raise RecipeError(f"{path}: cannot read: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise RecipeError(f"{path}: not UTF-8 text (byte {e.start}); not a recipe lock") from None
+        content = load_text(text, str(path)).data
     except RecipeError as e:
         raise RecipeError(str(e), Exit.USAGE, e.problem) from None
     if "lock_version" not in content or not isinstance(content.get("resolved"), dict):
@@ -235,16 +231,39 @@ def read_lock(where: str | Path) -> tuple[Path, dict]:
     return path, content
 
 
-def current_for(content: dict, lock: Path) -> dict:
-    """This host's environment for the run the lock records: the interpreter a `recipe run` of
-    its resolved recipe would start the trainer with, asked the same questions."""
+def current_for(content: dict, lock: Path, trainer_env: str | None = None) -> tuple[dict, str | None]:
+    """This host's environment for the run the lock records: the interpreter a `recipe run` of its
+    resolved recipe here would start the trainer with, asked the same questions; and a note where
+    the lock named an interpreter that was not asked. The lock may come from another machine, so
+    nothing it names is run (docs/failure-modes.md §70): its resolved recipe is validated first, its
+    trainer.env is replaced by `trainer_env` (this host's, given by the user) or dropped (the
+    trainer's launcher on this host's PATH), and a program it names by path is not asked."""
     from registry.resolve import launch
     from registry.run import launch_env
     from registry.trainers import invocation
+    from registry.validate import validate
 
     doc = content["resolved"]
+    invalid = [p for p in validate(doc, {}) if p.is_error]
+    if invalid:
+        raise RecipeError(f"{lock}: its resolved recipe is not a valid recipe: {invalid[0].render()}")
+    named = (doc.get("trainer") or {}).get("env")
+    doc = {**doc, "trainer": {**doc["trainer"], "env": trainer_env}}
+    note = None
+    if named and not trainer_env:
+        note = (
+            f"the lock's trainer.env {printable(str(named), keep='')} was not asked (a lock may come from another"
+            " machine): this host's launcher on PATH was (hint: --trainer-env ENV asks an environment of this host)"
+        )
     try:
         inv = invocation(doc, launch.context(doc))
     except (KeyError, TypeError, AttributeError, ValueError) as e:
         raise RecipeError(f"{lock}: its resolved recipe cannot be read ({type(e).__name__}: {e})") from None
-    return collect(inv, doc, lock.parent, machine.gpus(), launch_env(inv))
+    asked = None
+    if not inv.same_python and not inv.python and "/" in inv.program:
+        names = (*environment.RECORDED, inv.package) if inv.package else environment.RECORDED
+        why = (
+            f"not asked: {printable(inv.program, keep='')} is a path the lock names, not a program on this host's PATH"
+        )
+        asked = (None, _unknown(names, why))
+    return collect(inv, doc, lock.parent, machine.gpus(), launch_env(inv), asked), note
