@@ -131,9 +131,15 @@ def frame_source(doc: dict) -> dict:
     if pixels is None:
         return {"from": "part", "pixels": None, "said": f"{part}; {meta.path} has no camera"}
     scale = pixels / (shape[0] * shape[1])
+    seen = data.frame_seen(data.policy_of(recipe))
+    if seen:  # the network sees the crop (or the resize), whatever the cameras' sizes
+        how = f"the policy's {seen[0]} {seen[1][0]} x {seen[1][1]} of"
+    else:
+        how = "the mean image of" if len({(c.height, c.width) for c in meta.cameras}) > 1 else "the images of"
     return {
         "from": "dataset",
         "pixels": pixels,
         "path": str(meta.path),
-        "said": f"at {meta.path}'s {meta.cameras[0].shape} images, {scale:.3g} x {part}",
+        "cameras": [{"name": c.name, "height": c.height, "width": c.width} for c in meta.cameras],
+        "said": f"at {how} {meta.path}'s {meta.camera_sizes()}, {scale:.3g} x {part}",
     }

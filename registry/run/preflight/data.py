@@ -136,14 +136,19 @@ def _pair(value) -> tuple[int, int] | None:
     return None
 
 
+def frame_seen(policy: Policy) -> tuple[str, tuple[int, int]] | None:
+    """("crop", (h, w)) where the policy crops, ("resize", (h, w)) where it resizes, else None."""
+    crop, resize = _pair(policy.setting("crop_shape")), _pair(policy.setting("resize_shape"))
+    return ("crop", crop) if crop else ("resize", resize) if resize else None
+
+
 def frame_pixels(meta: DatasetMeta, policy: Policy) -> float | None:
     """Pixels of the frame the policy's network sees: the crop where it crops, the resize where it
     resizes, else the dataset's mean camera image; None without cameras."""
     if meta.mean_pixels is None:
         return None
-    crop, resize = _pair(policy.setting("crop_shape")), _pair(policy.setting("resize_shape"))
-    seen = crop or resize
-    return float(seen[0] * seen[1]) if seen else meta.mean_pixels
+    seen = frame_seen(policy)
+    return float(seen[1][0] * seen[1][1]) if seen else meta.mean_pixels
 
 
 def image_size(meta: DatasetMeta, policy: Policy) -> list[Finding]:
@@ -304,7 +309,7 @@ def memory_fit(meta: DatasetMeta, policy: Policy) -> list[Finding]:
         Finding(
             "error",
             ("train", "micro_batch_size"),
-            f"{meta.path}: at its {meta.cameras[0].shape} images (the part measured {at[0]} x {at[1]},"
+            f"{meta.path}: at the images of its {meta.camera_sizes()} (the part measured {at[0]} x {at[1]},"
             " policy.memory.frame_shape),"
             f" a step needs about {est.total_gib:.1f} GiB per rank of {est.capacity_gib:.1f} GiB"
             f" ({est.fraction:.0%}); the largest micro batch that fits is {est.largest_micro_batch}",

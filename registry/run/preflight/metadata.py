@@ -51,6 +51,13 @@ class DatasetMeta:
     def camera_names(self) -> str:
         return ", ".join(c.name for c in self.cameras) or "none"
 
+    def camera_sizes(self) -> str:
+        """How many cameras and each one's height x width: `2 cameras (observation.images.top
+        480 x 640, observation.images.wrist 240 x 320)`, what a finding at their size says it used."""
+        count = len(self.cameras)
+        sizes = ", ".join(f"{c.name} {c.shape}" for c in self.cameras)
+        return f"{count} camera{'' if count == 1 else 's'} ({sizes})"
+
 
 class Unreadable(Exception):
     """Why a dataset's metadata cannot be read here: one note, never an error."""
