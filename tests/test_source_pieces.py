@@ -242,7 +242,7 @@ def test_adding_a_source_remembers_its_versions_by_where_it_came_from(home):
     git_digest = _publish_by_hand(draft / "recipes", "exp/y", 1, "recipe: {name: exp/y, version: 1}\n")
     bare = _remote(home, {str(p.relative_to(draft)): p.read_text() for p in draft.rglob("*.yaml")})
     manage.add("team-g", f"file://{bare}")
-    assert trust.known()[(f"file://{bare}", "exp/y@1")] == git_digest  # the URL, not the clone's folder
+    assert trust.known()[(str(bare.resolve()), "exp/y@1")] == git_digest  # the remote's place, not the clone's folder
 
 
 def test_a_source_whose_index_cannot_be_read_is_not_added(home):
@@ -356,7 +356,7 @@ def test_a_remote_moved_on_is_followed_and_its_new_versions_remembered(home):
     out("push", "-q", "origin", "HEAD", cwd=seed)
     head = out("rev-parse", "HEAD", cwd=seed)
     assert manage.update(["team-g"]) == [f"team-g: {url} at {head[:12]}"]
-    assert trust.known() == {(url, "exp/y@1"): digest}
+    assert trust.known() == {(str(bare.resolve()), "exp/y@1"): digest}  # the URL's canonical place
 
 
 def test_names_defined_by_several_sources_say_which_one_wins(home, monkeypatch):

@@ -276,13 +276,14 @@ def test_a_line_cut_off_mid_append_is_skipped_and_the_first_sighting_wins(tmp_pa
     store = tmp_path / "known.jsonl"
     monkeypatch.setenv("RECIPE_KNOWN_VERSIONS", str(store))
     store.write_text(
-        '{"place": "p", "version": "a@1", "sha256": "1"}\n'
-        '{"place": "p", "version": "a@1", "sha256": "2"}\n'
-        '{"place": "p", "version": "b@1"}\n'
-        '["p"]\n'
-        '{"place": "p", "vers'
+        f'{{"place": "/p", "version": "a@1", "sha256": "{"1" * 64}"}}\n'
+        f'{{"place": "/p", "version": "a@1", "sha256": "{"2" * 64}"}}\n'
+        '{"place": "/p", "version": "b@1"}\n'
+        '["/p"]\n'
+        '{"place": "/p", "vers'
     )
-    assert trust.known() == {("p", "a@1"): "1"}
+    store.chmod(0o600)
+    assert trust.known() == {("/p", "a@1"): "1" * 64}
     store.write_bytes(b"\xff\xfe")
     with pytest.raises(RecipeError) as raised:
         trust.known()

@@ -38,7 +38,8 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from registry.compose import compose
-    from registry.sharing.versions import publish
+    from registry.sharing import trust
+    from registry.sharing.versions import hashes, publish
     from registry.validate import validate
 
     recipe = compose(args.target, args.overrides)
@@ -59,9 +60,9 @@ def run(args) -> int:
 
         version = gitpublish.publish(recipe, chosen[0])
     else:
+        # never a next version beside one changed since this machine saw it (docs/failure-modes.md §69)
+        trust.refuse_publishing(chosen[0], hashes(chosen[0]), recipe.data["recipe"]["name"])
         version = publish(recipe, chosen[0])
-    from registry.sharing import trust
-
     trust.remember(chosen[0], {f"{version.name}@{version.number}": version.sha256})  # the publisher saw it first
     print(f"published {version.qualified} ({version.file}, sha256 {version.sha256[:12]})")
     return Exit.OK

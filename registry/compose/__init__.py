@@ -120,6 +120,8 @@ class Plan:
         try:
             version = versions.lookup(name)
         except RecipeError as e:
+            if e.problem is not None:  # the version's own problem (hash-mismatch, index): said as itself
+                raise e from None
             raise _at(where, str(e), "unknown-name") from None
         if version is not None:
             self.add(version.file, own=own)

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from registry.errors import RecipeError
-from registry.sharing import config, git, refresh, sources, versions
+from registry.sharing import config, git, refresh, sources, trust, versions
 
 WORK = ".publish"  # under the cache; a source's name never starts with a dot, so never a clone's
 ATTEMPTS = 5  # pushes beaten by another publisher before giving up
@@ -70,6 +70,7 @@ def _attempt(recipe, source: sources.Source, work: Path, branch: str) -> tuple[v
             base = git.rev(work, remote)
             git.reset(work, base, keep=versions.LOCK)
         refresh.forget_parsed()
+        _unchanged(name, source, work)  # never a next version on top of a rewritten one
         # the same numbering, locking and hashing as a directory source, inside the working copy
         made = versions.publish(recipe, sources.Source(source.name, sources._root(work), "path", source.location))
         with _git_step(name, source):
@@ -90,6 +91,14 @@ def _attempt(recipe, source: sources.Source, work: Path, branch: str) -> tuple[v
     except BaseException:
         _reset(work, remote)  # nothing half done stays: no file, commit or index change of ours
         raise
+
+
+def _unchanged(name: str, source: sources.Source, work: Path) -> None:
+    """The remote's state, about to be published onto, against the versions this machine has seen:
+    after `recipe source update` refused a force-push, a publish must not push on top of it
+    (docs/failure-modes.md §69)."""
+    remote = sources.Source(source.name, sources._root(work), "git", source.location)
+    trust.refuse_publishing(remote, versions.hashes(remote), name)
 
 
 @contextmanager

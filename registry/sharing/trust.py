@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
+import re
+import stat
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from urllib.parse import unquote
 
+from registry import untrusted
 from registry.errors import RecipeError
 
 LOCK_WAIT_S = 30
+MAX_STORE_BYTES = 64 << 20  # some 300,000 versions seen: far past any machine's, short of a planted file
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_VERSION = re.compile(r"[^@\s]+@[1-9][0-9]*")  # NAME@N, as versions.hashes writes it
 
 
 def store_file() -> Path:
@@ -33,9 +41,47 @@ def store_file() -> Path:
 
 def place(source) -> str:
     """Where a source's versions come from, the same on every machine that added it alike."""
-    if source.kind == "git":
-        return source.location
-    return str(Path(source.root).resolve())
+    return canonical_place(source.location if source.kind == "git" else str(source.root))
+
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", re.S)
+# git's scp-like form, [user@]host:path: a colon before any slash (docs/sharing.md)
+_SCP = re.compile(r"(?:[^@/]*@)?(\[[^\]/]*\]|[^:/\[]+):(.*)", re.S)
+
+
+@lru_cache(maxsize=1024)
+def canonical_place(location: str) -> str:
+    """One spelling per place, so that a version refused under one spelling of a source is
+    refused under every other (docs/failure-modes.md §69): a local repository or directory as its
+    absolute path with links, `.`, `..` and a trailing slash or `/.git` resolved (a file:// URL,
+    file://localhost/ included, is its path); a remote as HOST/PATH, whatever the scheme (ssh,
+    https, git, scp-like), the user and the port, the host in lower case, without `.git` or a
+    trailing slash."""
+    text = location.strip()
+    url = _SCHEME.fullmatch(text)
+    if url:
+        scheme, rest = url[1].lower(), url[2]
+        authority, _, path = rest.partition("/")
+        if scheme == "file" and authority.lower() in ("", "localhost"):
+            return _local(unquote("/" + path))
+        host = authority.rpartition("@")[2]
+        host = host[: host.index("]") + 1] if host.startswith("[") and "]" in host else host.partition(":")[0]
+        return _remote(host, path)
+    scp = None if text.startswith(("/", ".", "~")) else _SCP.fullmatch(text)
+    if scp:
+        return _remote(scp[1], scp[2])
+    return _local(text)
+
+
+def _local(path: str) -> str:
+    resolved = os.path.realpath(os.path.expanduser(path))
+    return os.path.dirname(resolved) if os.path.basename(resolved) == ".git" else resolved
+
+
+def _remote(host: str, path: str) -> str:
+    path = posixpath.normpath("/" + unquote(path).lstrip("/"))  # `//`, `.`, `..` and a trailing /
+    path = path.removesuffix(".git").rstrip("/") or "/"
+    return host.lower() + path
 
 
 @dataclass(frozen=True)
@@ -52,30 +98,66 @@ class Changed:
 
 
 def known() -> dict[tuple[str, str], str]:
+    """(place, NAME@N) -> the sha256 first seen, from the store as it is now."""
     path = store_file()
     try:
-        st = path.stat()
-    except OSError:
+        st = os.stat(path)
+    except FileNotFoundError:
         return {}
-    return _read(path, st.st_mtime_ns, st.st_size)
+    except OSError as e:
+        raise RecipeError(f"{path}: cannot read the known versions ({e.strerror}); hint: move it aside") from None
+    if stat.S_ISREG(st.st_mode):
+        _private(path, st)  # else the guarded read below says what it is instead
+    return _read(path, st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+class NotPrivate(RecipeError):
+    """A store or lock others could write: refused, never taken for a read-only home."""
+
+
+def _private(path: Path, st: os.stat_result) -> None:
+    """Refuse a store or lock that someone else could write, as ssh refuses such a known_hosts:
+    whoever can add a line can make this machine trust a rewritten version (docs/sharing.md)."""
+    if st.st_uid not in (os.geteuid(), 0):
+        raise NotPrivate(
+            f"{path}: is owned by another user (uid {st.st_uid}, this user is {os.geteuid()}); "
+            f"hint: move it aside, or chown {os.geteuid()} {path}"
+        )
+    if st.st_mode & 0o022:
+        raise NotPrivate(f"{path}: is writable by others (mode {st.st_mode & 0o7777:04o}); hint: chmod 600 {path}")
 
 
 @lru_cache(maxsize=4)
-def _read(path: Path, mtime: int, size: int) -> dict[tuple[str, str], str]:
-    found: dict[tuple[str, str], str] = {}
+def _read(path: Path, mtime: int, size: int, inode: int) -> dict[tuple[str, str], str]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise RecipeError(f"{path}: cannot read the known versions ({e}); hint: move it aside") from None
+        text = untrusted.read_text(path, MAX_STORE_BYTES)  # a FIFO, a device, a planted huge file
+    except untrusted.Rejected as e:
+        why = str(e).removeprefix(f"{path}: ")
+        raise RecipeError(f"{path}: cannot read the known versions ({why}); hint: move it aside") from None
+    found: dict[tuple[str, str], str] = {}
     for line in text.splitlines():
-        try:
-            entry = json.loads(line)
-            key = (entry["place"], entry["version"])
-            digest = entry["sha256"]
-        except (ValueError, KeyError, TypeError):
-            continue  # a line cut off by a crash mid-append; the version is seen again next time
-        found.setdefault(key, digest)  # the first sighting is the one trusted
+        entry = _entry(line)
+        if entry is not None:
+            found.setdefault(entry[:2], entry[2])  # the first sighting is the one trusted
     return found
+
+
+def _entry(line: str) -> tuple[str, str, str] | None:
+    """(canonical place, NAME@N, sha256) of a well-formed line, else None: a line cut off by a
+    crash mid-append, or damaged in any way, is no sighting (the version is seen again next
+    time), so it can neither switch the check off nor stand in for the real first sighting."""
+    try:
+        entry = untrusted.loads(line, "line", depth=2)
+    except untrusted.Rejected:
+        return None
+    if not isinstance(entry, dict):
+        return None
+    where, version, digest = entry.get("place"), entry.get("version"), entry.get("sha256")
+    if not (isinstance(where, str) and where and isinstance(version, str) and isinstance(digest, str)):
+        return None
+    if not (_VERSION.fullmatch(version) and _SHA256.fullmatch(digest)):
+        return None
+    return canonical_place(where), version, digest
 
 
 def changed(source, entries: dict[str, str]) -> list[Changed]:
@@ -88,6 +170,24 @@ def changed(source, entries: dict[str, str]) -> list[Changed]:
         if first is not None and first != digest:
             out.append(Changed(source.name, version, first, digest))
     return out
+
+
+def refuse_publishing(source, offered: dict[str, str], name: str) -> None:
+    """Refuse to publish on top of published versions changed since this machine first saw them
+    (a force-pushed remote, a directory edited in place), naming each, until the user accepts the
+    change or removes the source (docs/failure-modes.md §69)."""
+    found = changed(source, offered) if source.kind != "bundled" else []
+    if not found:
+        return
+    if source.kind == "git":  # the reading clone stayed behind: only an update takes the remote's hash
+        accept = f"recipe source update {source.name} " + " ".join(f"--accept {c.version}" for c in found)
+    else:
+        accept = f"recipe source accept {source.name} " + " ".join(c.version for c in found)
+    raise RecipeError(
+        f"cannot publish {name} to {source.name}: {len(found)} published version(s) changed since this machine "
+        "first saw them: " + "; ".join(c.line() for c in found) + "; nothing was published "
+        f"(hint: if the change is deliberate, {accept}; else recipe source remove {source.name})"
+    )
 
 
 def check(version) -> None:
@@ -109,6 +209,8 @@ def check(version) -> None:
     if (place(version.source), label) not in known():
         try:
             remember(version.source, {label: version.sha256})
+        except NotPrivate:
+            raise
         except RecipeError as e:  # a read-only home: the version is still checked against its index
             import sys
 
@@ -126,7 +228,9 @@ def remember(source, entries: dict[str, str], replace: bool = False) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     where = place(source)
     try:
-        with FileLock(path.with_name(path.name + ".lock"), timeout=LOCK_WAIT_S):
+        lock = path.with_name(path.name + ".lock")
+        _private_if_there(lock)
+        with FileLock(lock, timeout=LOCK_WAIT_S, mode=0o600):
             current = known()
             new = {v: d for v, d in entries.items() if (where, v) not in current}
             if replace and any(current.get((where, v)) not in (None, d) for v, d in entries.items()):
@@ -144,6 +248,14 @@ def remember(source, entries: dict[str, str], replace: bool = False) -> None:
         raise RecipeError(f"{path}: another recipe command holds its lock (hint: try again)") from None
     except OSError as e:
         raise RecipeError(f"{path}: cannot record the versions seen ({e.strerror})") from None
+
+
+def _private_if_there(path: Path) -> None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    _private(path, st)
 
 
 def _rewrite(path: Path, current: dict, where: str, entries: dict[str, str]) -> None:
