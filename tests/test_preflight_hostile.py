@@ -484,3 +484,33 @@ def test_estimate_says_how_many_cameras_and_which_sizes_it_used(tmp_path):
         {"name": "observation.images.top", "height": 480, "width": 640},
         {"name": "observation.images.wrist", "height": 240, "width": 320},
     ]
+
+
+# --- 7. a relative dataset.root in the lock, run from another folder ----------------------------------------
+def test_a_relative_dataset_root_is_recorded_as_given_and_hashed_where_the_trainer_reads_it(tmp_path, monkeypatch):
+    """The trainer runs in the run folder (launch.sh changes into it) and gets dataset.root as the
+    recipe gives it: the lock records that value, and hashes the info.json under the run folder,
+    whatever folder `recipe run` started in and wherever the recipe file lies."""
+    import hashlib
+
+    from registry.resolve import LOCK, resolve
+    from registry.run import envlock
+
+    recipes, elsewhere, run_folder = tmp_path / "recipes", tmp_path / "cwd", tmp_path / "runs" / "one"
+    recipes.mkdir()
+    (recipes / "mine.yaml").write_text(
+        run_cli("show", *ACT, "dataset.root=data/mine", cwd=tmp_path).stdout  # a recipe file with a relative root
+    )
+    cameras_info(elsewhere / "data" / "mine", {"observation.images.top": {"shape": [1, 2, 3], "names": HWC}})
+    cameras_info(run_folder / "data" / "mine", {"observation.images.top": {"shape": [480, 640, 3], "names": HWC}})
+    monkeypatch.chdir(elsewhere)
+    recipe = compose(str(recipes / "mine.yaml"))
+    assert recipe.data["dataset"]["root"] == "data/mine"
+    assert "--dataset.root=data/mine" in resolve(recipe).files["launch.sh"]
+    said = envlock.dataset(recipe.data, run_folder)
+    want = hashlib.sha256((run_folder / "data" / "mine" / "meta" / "info.json").read_bytes()).hexdigest()
+    assert said["root"] == "data/mine" and said["info_sha256"] == want
+    assert envlock.section({"dataset": said}) in envlock.recorded(resolve(recipe), {"dataset": said}).files[LOCK]
+    report = preflight.Report()  # the pre-flight reads the same file when given the run folder
+    preflight.check_dataset(recipe.data, recipe.origins, run_folder, {}, report)
+    assert [(c.height, c.width) for c in report.datasets[0].cameras] == [(480, 640)]
