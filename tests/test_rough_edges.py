@@ -5,6 +5,7 @@ per node, what a dry run keeps quiet, the catalog's silence, GPU name suggestion
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -136,3 +137,44 @@ def test_long_options_are_matched_as_getopt_long_matches_them():
     assert engines.long_option("--gpus-p") is None  # ambiguous
     assert engines.long_option("--ta=8") == ("ntasks-per-node", "required")  # --tasks-per-node, its alias
     assert engines.long_option("--no-such-option") is None
+
+
+# --- 3. a dry run says what the pre-flight of a real run would stop on --------------------------
+DATASETS = Path(__file__).resolve().parent / "data" / "datasets"
+CPU_ACT = ["act/ddp/cpu", "hardware.processes_per_node=1", "dataset.action_freq=10", "policy.chunk_size=20"]
+CPU_ACT += ["policy.n_action_steps=20"]
+
+
+def test_a_dry_run_says_the_pre_flight_errors_and_exits_1(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code = commands.main(["run", *CPU_ACT, f"dataset.root={DATASETS / 'two-cameras'}", "--dry-run"])
+    out, err = capsys.readouterr()
+    assert "==> launch.sh <==" in out and "==> command <==" in out  # the plan is still printed
+    lines = err.strip().splitlines()
+    assert code == 1 and "error[dataset-cameras]" in lines[-2], err
+    assert lines[-1].startswith("recipe: dry run: a real run would stop here, on 1 pre-flight error (hint:")
+    assert "--waive dataset-cameras=" in lines[-1]
+    assert not list(tmp_path.iterdir())  # nothing written, nothing launched
+
+
+def test_a_dry_run_with_the_error_waived_says_it_waived_and_exits_0(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = [
+        "run",
+        *CPU_ACT,
+        f"dataset.root={DATASETS / 'two-cameras'}",
+        "--dry-run",
+        "--waive",
+        "dataset-cameras=top only",
+    ]
+    assert commands.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "error[dataset-cameras]" in err and "[waived: top only]" in err and "would stop" not in err
+
+
+def test_a_dry_run_of_a_dataset_not_on_this_disk_says_so(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert commands.main(["run", *CPU_ACT, f"dataset.root={tmp_path / 'none'}", "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert "recipe: note: dataset not checked: lerobot/aloha_sim_transfer_cube_human: no local meta/info.json" in err
+    assert str(tmp_path / "none" / "meta" / "info.json") in err

@@ -8,8 +8,9 @@ NAME = "run"
 HELP = "validate, resolve into a fresh run directory and launch"
 # `--help` lists them, with the codes every verb shares (registry/commands/__init__.py)
 EXIT_CODES = {
-    0: "the run finished (or --dry-run printed it)",
-    1: "the recipe is invalid, this host does not match its hardware, or a pre-flight error is not waived",
+    0: "the run finished (or --dry-run printed it and its pre-flight found no error a run would stop on)",
+    1: "the recipe is invalid, this host does not match its hardware, or a pre-flight error is not waived"
+    " (with --dry-run: the plan is printed, and a real run would stop on it)",
     127: "the trainer's program is not on PATH",
     "N": "otherwise the trainer's own exit code (130, 143: stopped by a signal)",
 }
@@ -33,7 +34,13 @@ def register(subparsers) -> None:
     )
     p.add_argument("target", metavar="NAME|FILE")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
-    p.add_argument("--dry-run", action="store_true", help="print the resolved files and the command; launch nothing")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the resolved files and the command, then the pre-flight a real run would do here (its errors,"
+        " warnings and notes on stderr); launch nothing. Exits 1 when a real run would stop on a pre-flight error"
+        " not waived; this host's GPUs and the trainer's environment are left to recipe doctor",
+    )
     p.add_argument("--output-dir", metavar="DIR", help="the run directory (default: runs/NAME/TIMESTAMP)")
     p.add_argument(
         "--allow-hardware-mismatch",
@@ -72,6 +79,8 @@ def run(args) -> int:
         raise RecipeError(
             "--require-same-env goes with --resume (a new run records its environment; nothing to compare)"
         )
+    if args.dry_run:
+        return dry_run(args)
     return launch(
         args.target,
         args.overrides,
@@ -82,3 +91,51 @@ def run(args) -> int:
         require_same_env=args.require_same_env,
         waive=args.waive,
     )
+
+
+# Rules a real run checks before its pre-flight, each its own way (registry/run/__init__.py run):
+# a dry run leaves them to recipe doctor, so that a plan can be read on a host without the GPUs.
+HOST_CHECKED_APART = ("host-gpus", "host-trainer-env", "host-build-locks")
+
+
+def dry_run(args) -> int:
+    """The launch plan, then the pre-flight a real run would do here, said as the run says it; 1
+    when a real run would stop on an error not waived (docs/running.md, Dry run)."""
+    import os
+    import sys
+    from pathlib import Path
+
+    from registry import view
+    from registry.errors import Exit
+    from registry.run import CLUSTER_ENGINES, checked, launch_env, preflight, show
+    from registry.run import resume as resume_
+
+    waived = preflight.waivers(args.waive)
+    recipe, bundle = checked(args.target, args.overrides)
+    show(bundle)
+    sys.stdout.flush()  # the plan first, then what the pre-flight says of it
+    where = Path(args.output_dir) if args.output_dir else None
+    if view.of(recipe.data).launch.launcher in CLUSTER_ENGINES:  # the cluster's hosts are not this one
+        base = where or Path.cwd()
+        report = preflight.check(recipe, bundle, base, dict(os.environ), base, host=False)
+    else:
+        if args.resume is not None:
+            where = resume_.folder_of(recipe, args.resume)
+        output = where or resume_.runs_of(recipe, Path("runs"))
+        report = preflight.check(
+            recipe, bundle, output, launch_env(bundle), where or Path.cwd(), skip=HOST_CHECKED_APART
+        )
+    blocking, lines = preflight.verdict(report, waived)
+    for line in lines:
+        print(line, file=sys.stderr)
+    if not blocking:
+        return Exit.OK
+    rules = sorted({p.rule for p in blocking})
+    count = f"{len(blocking)} pre-flight error{'s' if len(blocking) > 1 else ''}"
+    waive = " ".join(f"--waive {r}='why it is fine'" for r in rules)
+    print(
+        f"recipe: dry run: a real run would stop here, on {count} (hint: fix {'them' if len(blocking) > 1 else 'it'},"
+        f" or launch anyway with {waive})",
+        file=sys.stderr,
+    )
+    return Exit.INVALID
