@@ -1,9 +1,10 @@
 """Versions this machine has seen, with their sha256, kept outside every source: trust on first
 use, as SSH's known_hosts. A hash kept in the same repository as the file cannot catch a remote
 that rewrites both (force-push, an edited index); this store can. A version is remembered by the
-place its source was added from (git URL or directory) and its name and number, not by the local
-source name, which each user chooses. A remembered version whose hash changes is refused until
-the user accepts the change by name (docs/failure-modes.md §52)."""
+place its source was added from (git URL or directory, in one spelling: canonical_place) and its
+name and number, not by the local source name, which each user chooses. A remembered version
+whose hash changes is refused until the user accepts the change by name (docs/failure-modes.md
+§52, §69)."""
 
 from __future__ import annotations
 
@@ -147,7 +148,7 @@ def _entry(line: str) -> tuple[str, str, str] | None:
     crash mid-append, or damaged in any way, is no sighting (the version is seen again next
     time), so it can neither switch the check off nor stand in for the real first sighting."""
     try:
-        entry = untrusted.loads(line, "line", depth=2)
+        entry = untrusted.loads(line, "line", depth=8)  # a sighting is flat; room for fields to come
     except untrusted.Rejected:
         return None
     if not isinstance(entry, dict):
