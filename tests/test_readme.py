@@ -80,6 +80,27 @@ def test_the_tutorial_covers_the_first_hour():
         assert needed in commands, needed
 
 
+def test_the_readme_s_recipe_file_validates_and_resolves(tmp_path):
+    """The front page's recipe (the first ```yaml block) is a real one: short, valid, and its
+    overrides reach what resolve writes."""
+    from conftest import run_cli
+
+    text = README.read_text()
+    head = text.index("```yaml\n")
+    body = text[head + len("```yaml\n") : text.index("```\n", head + 1)]
+    assert 10 <= len(body.splitlines()) <= 20 and head < text.index("## What it does")
+    name = re.match(r"# ([\w-]+\.yaml):", body).group(1)  # the file name its first line gives
+    (tmp_path / name).write_text(body)
+    r = run_cli("validate", name, cwd=tmp_path)
+    assert r.returncode == 0 and f"{name}: valid" in r.stderr, r.stdout + r.stderr
+    r = run_cli("resolve", name, "-o", "out", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    launch = (tmp_path / "out" / "launch.sh").read_text()
+    for flag in ("--batch_size=16", "--steps=50000", "--save_freq=5000", "--optimizer.lr=2e-05"):
+        assert flag in launch, flag
+    assert "--dataset.repo_id=lerobot/aloha_sim_insertion_human" in launch
+
+
 def _fences(text: str):
     """(line, language and words, the line before) of every opening fence."""
     lines = text.splitlines()
