@@ -38,9 +38,14 @@ def runs_of(recipe: Recipe, base: Path = Path("runs")) -> Path:
 
 
 def run_order(folder: Path) -> tuple:
-    """runs/NAME/<stamp>[-n]: by time stamp, then n as a number (-10 after -9)."""
+    """runs/NAME/<stamp>[-n]: by time stamp, then n as a number (-10 after -9), then the name, so
+    that `<stamp>` and `<stamp>-1` never tie on the folders' listing order. A folder named by hand
+    sorts below every stamped run: letters would otherwise sort after any stamp's digits. The
+    folders' mtimes play no part (a copied or touched run keeps its place)."""
     match = re.fullmatch(r"(\d{8}-\d{6})(?:-(\d+))?", folder.name)
-    return (match.group(1), int(match.group(2) or 1)) if match else (folder.name, 0)
+    if match is None:
+        return (0, "", 0, folder.name)
+    return (1, match.group(1), int(match.group(2) or 1), folder.name)
 
 
 def folder_of(recipe: Recipe, where: str) -> Path:
