@@ -3,12 +3,14 @@ a scratch copy of the checkout, the test files named with it run, and the bug mu
 Where mutmut's generated mutants (benchmarks/mutation.py) are many and slow, this list runs in a
 few minutes (docs/mutation.md).
 
-Usage: nice -n 19 python benchmarks/known_mutants.py [--only NAME ...] [--out FILE]
-Writes benchmarks/results/mutation/known.json and prints each bug's verdict."""
+Usage: nice -n 19 python benchmarks/known_mutants.py [--bugs FILE] [--only NAME ...] [--out FILE]
+Writes benchmarks/results/mutation/known.json and prints each bug's verdict. --bugs runs another
+list instead: a Python file defining BUGS, made of this module's Bug (from known_mutants import Bug)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -118,12 +120,25 @@ def changed_text(original: str, bug: Bug) -> str | None:
     return json.dumps(doc, indent=2) + "\n"
 
 
+def load_bugs(path: Path) -> list[Bug]:
+    """The BUGS list of the Python file at PATH (a hand list kept outside this one)."""
+    spec = importlib.util.spec_from_file_location(f"bugs_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"known_mutants: {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not isinstance(getattr(module, "BUGS", None), list):
+        raise SystemExit(f"known_mutants: {path}: defines no BUGS list")
+    return module.BUGS
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bugs", type=Path, help="a Python file whose BUGS list is run instead of this one's")
     ap.add_argument("--only", nargs="+", help="these bugs only")
     ap.add_argument("--out", type=Path, default=RESULTS / "known.json")
     args = ap.parse_args()
-    bugs = [b for b in BUGS if not args.only or b.name in args.only]
+    bugs = [b for b in (load_bugs(args.bugs) if args.bugs else BUGS) if not args.only or b.name in args.only]
     work = Path(tempfile.mkdtemp(prefix="recipe-known-mutants-"))
     results = []
     try:
@@ -134,6 +149,7 @@ def main() -> int:
             changed = changed_text(original, bug)
             if changed is None:
                 results.append({"name": bug.name, "status": "stale (the code it changes moved)"})
+                print(f"stale   {bug.name}", flush=True)
                 continue
             path.write_text(changed, encoding="utf-8")
             started = time.monotonic()
@@ -153,7 +169,8 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     caught = sum(r["status"] == "caught" for r in results)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    summary = {"benchmark": "known_mutants", "command": "nice -n 19 python benchmarks/known_mutants.py",
+    command = " ".join(["nice -n 19 python benchmarks/known_mutants.py", *sys.argv[1:]])
+    summary = {"benchmark": "known_mutants", "command": command,
                "date": time.strftime("%Y-%m-%d"), "caught": caught, "of": len(results), "bugs": results}  # fmt: skip
     args.out.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     print(f"caught {caught} of {len(results)} -> {args.out}")
