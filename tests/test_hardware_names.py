@@ -486,9 +486,9 @@ def test_an_unknown_gpu_names_the_closest_three_and_every_known_name():
     from registry.compose import catalog
 
     assert catalog.known() == KNOWN_GPUS.split(", ")
-    # four names are close to A100-: the three closest are named
+    # the A100 entries first, then the closest spellings: four at most (tests/test_rough_edges.py)
     assert str(catalog.unknown("A100-")) == (
-        f"'A100-' is not in the GPU catalog (hint: did you mean A100, A10, A100-80GB?; known: {KNOWN_GPUS})"
+        f"'A100-' is not in the GPU catalog (hint: did you mean A100-40GB, A100-80GB, A100, A10?; known: {KNOWN_GPUS})"
     )
     assert str(catalog.unknown("ZZZ", "x.yaml:3:5")) == (
         "x.yaml:3:5: error[unknown-gpu] hardware.gpu: 'ZZZ' is not in the GPU catalog "

@@ -178,3 +178,38 @@ def test_a_dry_run_of_a_dataset_not_on_this_disk_says_so(tmp_path, capsys, monke
     err = capsys.readouterr().err
     assert "recipe: note: dataset not checked: lerobot/aloha_sim_transfer_cube_human: no local meta/info.json" in err
     assert str(tmp_path / "none" / "meta" / "info.json") in err
+
+
+# --- 5. a GPU name the catalog lacks: the same model first ---------------------------------------
+@pytest.mark.parametrize(
+    ("gpu", "first"),
+    [
+        ("H100-80GB", ["H100-SXM", "H100-PCIe", "H100-NVL"]),  # H100s first (80 GB before 94), then by memory
+        ("H100 80GB", ["H100-SXM", "H100-PCIe", "H100-NVL"]),
+        ("h100", ["H100"]),  # the alias, in other case
+        ("A100-80G", ["A100-80GB", "A100-40GB"]),
+        ("H200-141GB", ["H200"]),
+        ("B200-192GB", ["B200"]),
+        ("v100-32gb", ["V100-32GB", "V100-16GB"]),
+        ("rtx4090", ["RTX-4090"]),
+    ],
+)
+def test_a_gpu_name_is_answered_with_its_model_first(gpu, first):
+    from registry.compose import catalog
+
+    said = str(catalog.unknown(gpu))
+    suggested = said.split("did you mean ", 1)[1].split("?", 1)[0].split(", ")
+    assert suggested[: len(first)] == first, said
+    assert all(catalog.model(s) == catalog.model(first[0]) for s in suggested[: len(first)])
+
+
+def test_an_h100_by_memory_is_suggested_h100s_then_the_other_80gb_card():
+    from registry.compose import catalog
+
+    assert catalog.suggestions("H100-80GB") == ["H100-SXM", "H100-PCIe", "H100-NVL", "A100-80GB"]
+
+
+def test_a_hardware_name_with_an_unknown_gpu_suggests_its_model(capsys):
+    assert commands.main(["validate", "pi07/zero2/8xH100-80GB"]) == 2
+    said = "".join(capsys.readouterr())
+    assert "did you mean H100-SXM, H100-PCIe, H100-NVL" in said, said

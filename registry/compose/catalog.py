@@ -60,10 +60,57 @@ def known() -> list[str]:
     return [n for n, e in index.items() if n == e] + sorted(n for n, e in index.items() if n != e)
 
 
+_WORDS = re.compile(r"[A-Z]+|\d+")
+_MEMORY = re.compile(r"(?<![A-Z\d])(\d+)\s*G(?:I?B)?(?![A-Z])")  # 80GB, 80G, 80 GiB; not the 100 of H100
+
+
+def model(name: str) -> str:
+    """A GPU name's model: its letters and digits up to the first number ('H100-80GB', 'h100' and
+    'H100-SXM' are H100; 'rtx4090' and 'RTX-4090' RTX4090)."""
+    words = _WORDS.findall(name.upper())
+    number = next((i for i, w in enumerate(words) if w.isdigit()), len(words) - 1)
+    return "".join(words[: number + 1])
+
+
+def _memory(name: str) -> int | None:
+    """The GB a name says after its model ('H100-80GB' 80, 'A100-80G' 80), or None."""
+    found = _MEMORY.search(name.upper())
+    return int(found.group(1)) if found else None
+
+
+def suggestions(gpu: str, n: int = 4) -> list[str]:
+    """Catalog names for a GPU name it lacks: the same name in other case, then the entries of the
+    same model (nearest memory first), then entries with the memory the name says, then the
+    closest spellings. A user who wrote H100-80GB means an H100, not another card of 80 GB."""
+    table = entries()
+    index = _index(table)
+    want, memory = model(gpu), _memory(gpu)
+
+    def gb(entry: str):
+        value = table.data[entry].get("memory_gb") if isinstance(table.data.get(entry), dict) else None
+        return value if isinstance(value, (int, float)) else None
+
+    def distance(entry: str) -> float:
+        return abs(gb(entry) - memory) if memory is not None and gb(entry) is not None else 0
+
+    same_case = [n for n in index if n.upper() == gpu.upper()]
+    same_model = sorted(
+        (e for e in table.data if any(model(n) == want for n, e2 in index.items() if e2 == e)),
+        key=distance,
+    )
+    same_memory = [e for e in table.data if memory is not None and gb(e) == memory]
+    close = difflib.get_close_matches(gpu, known(), n=n)
+    found: list[str] = []
+    for name in [*same_case, *same_model, *same_memory, *close]:
+        if name not in found:
+            found.append(name)
+    return found[:n]
+
+
 def unknown(gpu: str, where: str | None = None) -> RecipeError:
     """The one error for a GPU name the catalog lacks, with the closest names."""
     names = known()
-    close = difflib.get_close_matches(gpu, names, n=3)
+    close = suggestions(gpu)
     hint = f"did you mean {', '.join(close)}?" if close else "add it to catalog/gpus.yaml"
     message = f"{gpu!r} is not in the GPU catalog"
     if where is None:
