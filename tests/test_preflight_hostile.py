@@ -514,3 +514,20 @@ def test_a_relative_dataset_root_is_recorded_as_given_and_hashed_where_the_train
     report = preflight.Report()  # the pre-flight reads the same file when given the run folder
     preflight.check_dataset(recipe.data, recipe.origins, run_folder, {}, report)
     assert [(c.height, c.width) for c in report.datasets[0].cameras] == [(480, 640)]
+
+
+def test_a_relative_dataset_root_is_read_where_the_trainer_reads_it(tmp_path):
+    """The trainer runs in the run folder (docs/preflight.md): a relative dataset.root is read from
+    --output-dir when given, and is said to point nowhere when the run makes its folder new; the
+    working folder, which the trainer never sees, is not read (it was, so a dataset there passed)."""
+    dataset_with(tmp_path / "data" / "mine", json.dumps(TOY))
+    r = run_cli("doctor", *ACT, "dataset.root=data/mine", "--format", "json", cwd=tmp_path, timeout=60)
+    one_line_or_findings(r)
+    notes = json.loads(r.stdout)["notes"]
+    assert any("dataset.root data/mine is relative to the run folder, which this run makes new" in n for n in notes)
+    assert json.loads(r.stdout)["datasets"] == [], r.stdout
+    out = tmp_path / "out"
+    dataset_with(out / "data" / "mine", json.dumps(TOY))
+    r = run_cli("doctor", *ACT, "dataset.root=data/mine", "--output-dir", str(out), "--format", "json", cwd=tmp_path)
+    one_line_or_findings(r)
+    assert [d["path"] for d in json.loads(r.stdout)["datasets"]] == [str(out / "data/mine/meta/info.json")]

@@ -73,7 +73,9 @@ def run(args) -> int:
         bundle = resolve(recipe)
     output = Path(args.output_dir) if args.output_dir else folder or resume.runs_of(recipe, Path("runs"))
     env = launch_env(bundle) if bundle is not None else dict(os.environ)  # the PATH recipe run launches with
-    report = preflight.check(recipe, bundle, output, env, folder or Path.cwd(), use_torch=True)
+    # the trainer runs in the run folder, or --output-dir; None: a run folder `recipe run` would make new
+    base = folder or (Path(args.output_dir) if args.output_dir else None)
+    report = preflight.check(recipe, bundle, output, env, base, use_torch=True)
     report.problems[:0] = invalid  # the recipe's own errors first: recipe run stops at them
     if invalid:
         report.notes.insert(0, "the recipe is invalid (recipe validate): its trainer was not asked")

@@ -167,7 +167,9 @@ def run(
         from registry.run import submit
 
         base = Path(output_dir) if output_dir else Path.cwd()
-        _preflight(preflight.check(recipe, bundle, base, dict(os.environ), base, host=False), waived)
+        # the job runs in --output-dir, else in a run folder it makes new (docs/preflight.md)
+        folder = Path(output_dir) if output_dir else None
+        _preflight(preflight.check(recipe, bundle, base, dict(os.environ), folder, host=False), waived)
         return submit.ENGINES[engine](recipe, bundle, output_dir)
     _this_host_starts_every_node(recipe)
     host = host_gpus()
@@ -195,7 +197,7 @@ def run(
         bundle,
         output,
         env,
-        where or Path.cwd(),
+        where,  # the folder the trainer runs in; None: a run folder made new (docs/preflight.md)
         skip=("host-gpus", "host-trainer-env", "host-build-locks"),
         gpus=host,
     )

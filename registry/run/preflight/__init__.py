@@ -49,7 +49,7 @@ def dataset_entries(doc: dict) -> list[dict]:
     return [{"repo_id": data_.repo_id, "root": data_.root, "revision": data_.revision}]
 
 
-def check_dataset(doc: dict, origins: dict, base: Path, env: dict[str, str], report: Report) -> None:
+def check_dataset(doc: dict, origins: dict, base: Path | None, env: dict[str, str], report: Report) -> None:
     """Every dataset rule over every dataset the trainer reads whose metadata is on this disk;
     one note for each that is not."""
     recipe = view.of(doc)
@@ -131,7 +131,7 @@ def check(
     bundle,
     output: Path,
     env: dict[str, str],
-    base: Path,
+    base: Path | None,
     *,
     host: bool = True,
     use_torch: bool = False,
@@ -140,7 +140,8 @@ def check(
 ) -> Report:
     """The dataset rules, then (with `host`) the host rules but `skip`, for a composed recipe
     (data, origins) whose trainer is `bundle` (None where it did not resolve), writing under
-    `output`; a relative dataset.root is read from `base`, the folder the trainer runs in.
+    `output`; a relative dataset.root is read from `base`, the folder the trainer runs in (None: one
+    the run makes new, where a relative root cannot be).
     `gpus`: the host's GPUs where the caller asked nvidia-smi already (recipe run, before its
     launch: each question costs tens of milliseconds)."""
     from registry.run.preflight.host import gather

@@ -73,13 +73,19 @@ def lerobot_home(env: dict[str, str]) -> Path:
     return Path(cache) / "huggingface" / "lerobot"
 
 
-def candidates(entry: dict, base: Path, env: dict[str, str]) -> list[Path]:
+def candidates(entry: dict, base: Path | None, env: dict[str, str]) -> list[Path]:
     """Where a dataset entry's info.json would be, in the order LeRobot looks: `root` when given
-    (relative to `base`, the folder the trainer runs in); else the repo's folder in LeRobot's
+    (relative to `base`, the folder the trainer runs in; None for a run folder not made yet); else the repo's folder in LeRobot's
     cache, then the revision's snapshot in its hub cache (the newest snapshot when the revision
     has no ref there)."""
     if entry.get("root"):
         root = Path(os.path.expanduser(str(entry["root"])))
+        if not root.is_absolute() and base is None:
+            raise Unreadable(
+                f"dataset.root {entry['root']} is relative to the run folder, which this run makes new:"
+                " the trainer finds nothing there (hint: an absolute dataset.root, or --output-dir a"
+                " folder that holds it)"
+            )
         return [(root if root.is_absolute() else base / root) / INFO]
     repo = entry.get("repo_id")
     if not repo:
@@ -100,7 +106,7 @@ def candidates(entry: dict, base: Path, env: dict[str, str]) -> list[Path]:
     return found + [s / INFO for s in snapshots]
 
 
-def find(entry: dict, base: Path, env: dict[str, str]) -> DatasetMeta:
+def find(entry: dict, base: Path | None, env: dict[str, str]) -> DatasetMeta:
     """The first readable info.json of an entry ({repo_id, root, revision}); Unreadable naming
     where it looked otherwise."""
     places = candidates(entry, base, env)
@@ -165,7 +171,7 @@ def _number(value) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 
 
-def pretrained_features(path: str | None, base: Path, env: dict[str, str]) -> tuple[Path, dict] | None:
+def pretrained_features(path: str | None, base: Path | None, env: dict[str, str]) -> tuple[Path, dict] | None:
     """A pretrained policy's own config (LeRobot and OpenTau write `input_features` and
     `output_features` into its config.json): from a local folder, or the snapshot the Hugging Face
     hub cache holds for a hub id. None where it is not on this disk; Unreadable where a config.json
@@ -173,7 +179,8 @@ def pretrained_features(path: str | None, base: Path, env: dict[str, str]) -> tu
     if not path:
         return None
     local = Path(os.path.expanduser(path))
-    places = [(local if local.is_absolute() else base / local) / "config.json"]
+    # relative to the folder the trainer runs in: none yet for a new run folder, so nothing local
+    places = [(local if local.is_absolute() else base / local) / "config.json"] if local.is_absolute() or base else []
     if "/" in path and not local.is_absolute():
         hub = Path(env.get("HF_HUB_CACHE") or Path(env.get("HF_HOME") or Path.home() / ".cache/huggingface") / "hub")
         snapshots = hub / ("models--" + path.replace("/", "--")) / "snapshots"
