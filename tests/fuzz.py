@@ -1223,12 +1223,27 @@ def config_bytes(draw) -> bytes:
     return _with_raw(draw, doc)
 
 
+@functools.cache
+def _dataset_leaves():
+    return st.sampled_from([leaf for leaf in schema_leaves() if leaf.path[0] in ("dataset", "policy")])
+
+
+@st.composite
+def _dataset_override(draw) -> str:
+    """An override of what the dataset checks compare the metadata with (dataset.*, policy.*): the
+    recipe's other fields are the other strategies' subject."""
+    leaf = draw(_dataset_leaves())
+    key = ".".join(draw(_identifiers) if p == "*" else p for p in leaf.path)
+    return f"{key}={yaml_text(draw(value_for(leaf, mostly_good=False)))}"
+
+
 @st.composite
 def dataset_cases(draw) -> Case:
     """A LeRobot dataset folder (data/meta/info.json, hostile) and a recipe pointing at it
     (dataset.root), sometimes with a pretrained checkpoint (policy.pretrained_path: ckpt, its
-    config.json hostile too), then `recipe doctor`, `recipe estimate` (the memory at the dataset's
-    image size) or `recipe run --dry-run`.
+    config.json hostile too), then `recipe doctor --output-dir .` (the run folder, where a
+    relative dataset.root is read from), `recipe estimate` (the memory at the dataset's image size)
+    or `recipe run --dry-run`.
 
     In-process without a process: the recipe sets trainer.env to a folder that does not exist, so
     the doctor's trainer check finds no interpreter to ask (a finding, no process started); and
@@ -1241,10 +1256,14 @@ def dataset_cases(draw) -> Case:
         doc["policy"] = {"pretrained_path": "ckpt"}
         files["ckpt/config.json"] = draw(config_bytes())
     files["r.yaml"] = yaml.safe_dump(doc, sort_keys=False).encode()
-    sets = draw(overrides(max_size=1)) if draw(st.integers(0, 3)) == 0 else []
-    verbs = (  # the doctor reads every field; estimate only the image size, run --dry-run nothing
-        *[["doctor", "r.yaml"]] * 4, *[["doctor", "r.yaml", "--format", "json"]] * 2,
-        ["estimate", "r.yaml"], ["estimate", "r.yaml", "--format", "json"], ["run", "r.yaml", "--dry-run"],
+    sets = [draw(_dataset_override())] if draw(st.integers(0, 3)) == 0 else []
+    # the doctor reads every field; estimate only the image size; run --dry-run nothing. The doctor
+    # reads a relative dataset.root from the folder the trainer runs in: --output-dir . is the case's
+    here = ["--output-dir", "."]
+    verbs = (
+        *[["doctor", "r.yaml", *here]] * 4, ["doctor", "r.yaml", "--format", "json", *here],
+        ["doctor", "r.yaml"], ["estimate", "r.yaml"], ["estimate", "r.yaml", "--format", "json"],
+        ["run", "r.yaml", "--dry-run"],
     )  # fmt: skip
     calls = [[*draw(pick(verbs)), *sets] for _ in range(draw(st.integers(1, 2)))]
     return Case(files, calls)

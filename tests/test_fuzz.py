@@ -117,7 +117,7 @@ def test_the_doctor_reads_the_dataset_in_process_without_a_process(monkeypatch):
     monkeypatch.setattr(host, "gather", lambda *a, **k: seen.append(gather(*a, **k)) or seen[-1])
     info = (fuzz.ROOT / "tests" / "data" / "datasets" / "toy" / "meta" / "info.json").read_bytes()
     recipe = b"extends: [act/ddp/2xH100]\ndataset: {root: data}\ntrainer: {env: venvs/none}\n"
-    case = fuzz.Case({"r.yaml": recipe, "data/meta/info.json": info}, [["doctor", "r.yaml", "--format", "json"]])
+    case = fuzz.Case({"r.yaml": recipe, "data/meta/info.json": info}, [["doctor", "r.yaml", "--output-dir", "."]])
     outcome = fuzz.run_case(case)
     assert outcome.ok and outcome.rc == 1, f"{outcome.key}: {outcome.message}"
     meta, facts = seen
