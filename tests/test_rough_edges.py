@@ -213,3 +213,65 @@ def test_a_hardware_name_with_an_unknown_gpu_suggests_its_model(capsys):
     assert commands.main(["validate", "pi07/zero2/8xH100-80GB"]) == 2
     said = "".join(capsys.readouterr())
     assert "did you mean H100-SXM, H100-PCIe, H100-NVL" in said, said
+
+
+# --- 4. the catalog says how far it is, on stderr -----------------------------------------------
+def test_the_catalog_says_how_far_it_is_on_stderr_and_keeps_stdout(tmp_path, capsys):
+    assert commands.main(["catalog", "-o", str(tmp_path / "site")]) == 0
+    out, err = capsys.readouterr()
+    assert out.count("\n") == 1 and out.startswith(f"wrote {tmp_path / 'site' / 'index.html'}: ")
+    lines = err.splitlines()
+    assert all(line.startswith("recipe catalog: ") for line in lines) and "\r" not in err, err
+    assert lines[0] == "recipe catalog: listing every recipe, published version and cell of every source"
+    checked = [line for line in lines if " checked " in line]
+    assert 2 <= len(checked) <= 5, lines  # a few lines, not one per recipe
+    total = checked[-1].split(" of ")[1].split()[0]
+    assert checked[-1] == f"recipe catalog: checked {total} of {total} (composed, validated, estimated)"
+    pages = len(list((tmp_path / "site").rglob("*.html")))
+    assert lines[-1] == f"recipe catalog: writing {pages} pages into {tmp_path / 'site'}"
+
+
+# --- 6. recipe diff answers "what would train differently" --------------------------------------
+def test_diff_of_an_import_against_its_cell_lists_what_would_train_differently(tmp_path, capsys, monkeypatch):
+    """pi07/zero2/8xA100 resolved, then its accelerate yaml and OpenTau config imported back: the
+    import loses the recipe's metadata, results, the estimate's sizes and its env line, writes
+    `env: {}` and a few values of its own. Four of those change the training."""
+    monkeypatch.chdir(tmp_path)
+    cell = "pi07/zero2/8xA100"
+    assert commands.main(["resolve", cell, "-o", "resolved"]) == 0
+    argv = ["import", "--accelerate-config", "resolved/accelerate.yaml", "--trainer", "opentau"]
+    assert commands.main([*argv, "--trainer-config", "resolved/opentau.json", "-o", "mine.yaml"]) == 0
+    capsys.readouterr()
+    assert commands.main(["diff", cell, "mine.yaml"]) == 1
+    out, err = capsys.readouterr()
+    assert [line.split(":", 1)[0] for line in out.splitlines()] == [
+        "env.PYTORCH_CUDA_ALLOC_CONF",  # the cell's env line, which the import cannot see
+        "train.checkpoint.every",
+        "trainer.opentau.config.max_action_dim",
+        "trainer.opentau.config.max_state_dim",
+    ], out
+    assert "results" not in out and "recipe." not in out and "(absent) -> {}" not in out
+    hidden = err.split("recipe diff: ", 1)[1].split(" more", 1)[0]
+    assert int(hidden) >= 8 and "--all shows them" in err
+    assert commands.main(["diff", cell, "mine.yaml", "--all"]) == 1
+    everything = capsys.readouterr().out.splitlines()
+    assert len(everything) == 4 + int(hidden)
+    assert any(line.startswith("results: ") for line in everything)
+    assert any(line.startswith("env: (absent) -> {}") for line in everything)
+
+
+def test_diff_of_recipes_that_differ_in_metadata_only_is_the_same(tmp_path, capsys):
+    """A copy of a cell with another summary and no results trains the same: exit 0 and nothing on stdout."""
+    import yaml
+
+    from registry.compose import compose
+
+    data = compose("tiny/ddp/cpu").data
+    data["recipe"] = {**data["recipe"], "summary": "mine", "owners": ["me"]}
+    data["results"] = []
+    data["env"] = {}
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(data))
+    assert commands.main(["diff", "tiny/ddp/cpu", str(tmp_path / "mine.yaml")]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and "--all shows" in err
+    assert commands.main(["diff", "tiny/ddp/cpu", str(tmp_path / "mine.yaml"), "--all"]) == 1

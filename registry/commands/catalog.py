@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from registry.errors import Exit, RecipeError
@@ -29,7 +30,8 @@ def run(args) -> int:
     if not args.output:  # Path("") is the working directory: never write there by accident
         raise RecipeError("-o needs a folder name")
     out = Path(args.output)
-    catalog = build(out)
+    # a few plain lines on stderr while it works (CI logs keep them); stdout keeps its one line
+    catalog = build(out, lambda line: print(f"recipe catalog: {line}", file=sys.stderr, flush=True))
     counts = {s: sum(e.status == s for e in catalog.entries) for s in ("valid", "warnings", "invalid")}
     print(
         f"wrote {out / 'index.html'}: {len(catalog.entries)} recipes ({counts['valid']} valid, "

@@ -23,11 +23,12 @@ MANIFEST = ".recipe-catalog"
 WRITERS = 8
 
 
-def build(out: Path) -> Catalog:
+def build(out: Path, progress=None) -> Catalog:
+    """The site written into `out`; `progress(line)` hears how far it is (collect.gather)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise RecipeError(f"{out}: is a file, not a folder (-o takes the folder to write the site into)")
-    catalog = gather()
+    catalog = gather(progress)
     pages = {INDEX: index_page(catalog)}
     for entry in catalog.entries:
         pages[entry.page] = recipe_page(entry)
@@ -39,6 +40,8 @@ def build(out: Path) -> Catalog:
             f"{out / taken[0]}: exists and was not written by recipe catalog; not overwritten{more} "
             "(hint: -o a new or empty folder)"
         )
+    if progress:
+        progress(f"writing {len(pages)} pages into {out}")
     try:
         # claimed before they are written: a build that stops half-way leaves pages a rebuild owns
         write_atomic(out / MANIFEST, "".join(f"{rel}\n" for rel in sorted(previous | set(pages))))

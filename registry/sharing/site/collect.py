@@ -83,19 +83,29 @@ def number(value) -> float | None:
     return float(value) if value == value and abs(value) != float("inf") else None
 
 
-def gather() -> Catalog:
+def gather(progress=None) -> Catalog:
+    """Every recipe composed, validated and estimated; `progress(line)`, where given, hears a few
+    plain lines of how far it is (recipe catalog says them on stderr: the gathering takes a while)."""
     with sources.pinned():  # one command over every recipe: each name looked up (and hashed) once
-        return _gathered()
+        return _gathered(progress or (lambda line: None))
 
 
-def _gathered() -> Catalog:
+PROGRESS_LINES = 4  # lines while checking: enough to see it move in a CI log, few enough to read
+
+
+def _gathered(say) -> Catalog:
     entries: list[Entry] = []
     groups: dict[tuple[str, str], list[Entry]] = {}
     left_out = 0
-    for listed in listing.every_recipe():
+    say("listing every recipe, published version and cell of every source")
+    every = listing.every_recipe()
+    every_so_often = max(1, -(-len(every) // PROGRESS_LINES))
+    for done, listed in enumerate(every, 1):
         version = listed.version if listed.published else None  # a bundled file's own number is no version here
         entry = _entry(_source(listed), listed.path, version, listed.kind, _target(listed), listed.cell)
         entry.date = listed.date
+        if done % every_so_often == 0 or done == len(every):
+            say(f"checked {done} of {len(every)} (composed, validated, estimated)")
         if listed.kind == "cell" and entry.status == "invalid":
             left_out += 1
             continue
