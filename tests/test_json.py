@@ -74,14 +74,15 @@ def test_validate_files_in_a_recipes_tree_are_validated_as_what_they_are():
 
 
 def test_diff_json():
-    r, doc = as_json("diff", "pi07/zero2/8xA100", "pi07/fsdp/8xA100")
+    # --all: every difference, a default left out on one side too (tests/test_rough_edges.py)
+    r, doc = as_json("diff", "pi07/zero2/8xA100", "pi07/fsdp/8xA100", "--all")
     assert r.returncode == 1 and set(doc) == {"a", "b", "same", "differences"} and doc["same"] is False
     by_path = {d["path"]: d for d in doc["differences"]}
     kind = by_path["backend.kind"]
     assert kind["a"]["value"] == "deepspeed" and kind["b"]["value"] == "fsdp"
     assert kind["a"]["origin"].startswith("recipes/backend/zero2.yaml:")
     assert by_path["backend.auto_wrap_policy"]["a"] is None  # absent on one side
-    text = run_cli("diff", "pi07/zero2/8xA100", "pi07/fsdp/8xA100").stdout.splitlines()
+    text = run_cli("diff", "pi07/zero2/8xA100", "pi07/fsdp/8xA100", "--all").stdout.splitlines()
     assert len(text) == len(doc["differences"])
     r, doc = as_json("diff", "tiny/ddp/cpu", "tiny/ddp/cpu")
     assert r.returncode == 0 and doc["same"] is True and doc["differences"] == []
