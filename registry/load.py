@@ -30,6 +30,7 @@ from registry.errors import CONTROL, Exit, RecipeError, printable
 MAX_BYTES = 1 << 20  # a recipe is a few KiB; anything near this is not a recipe
 MAX_NODES = 20_000  # nodes after alias expansion
 MAX_DEPTH = 64
+INT_BOUND = 2**63  # a signed 64-bit integer, as DeepSpeed, torch and the trainers hold one
 
 _CORE = "tag:yaml.org,2002:"
 _SCALAR_TAGS = {_CORE + t for t in ("str", "int", "float", "bool", "null")}
@@ -119,11 +120,7 @@ def _load_cached(path: Path, stamp: tuple[int, int], cwd: str) -> Loaded:
 def load_file(path: Path, resolved: bool = False) -> Loaded:
     """`resolved`: the path has its symlinks followed already."""
     shown = display_path(path, resolved)
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)
-    except OSError as e:
-        raise RecipeError(f"{shown}: cannot read: {e.strerror}") from None
+    raw = _head(path, shown)
     if len(raw) > MAX_BYTES:
         raise RecipeError.at(shown, "size", f"larger than {MAX_BYTES} bytes; not a recipe file")
     try:
@@ -133,16 +130,29 @@ def load_file(path: Path, resolved: bool = False) -> Loaded:
     return load_text(text, shown)
 
 
+def _head(path: Path, shown: str) -> bytes:
+    """Up to MAX_BYTES + 1 bytes of a regular file: a FIFO or a device named as a recipe would hang
+    the open or read without end (docs/failure-modes.md §68)."""
+    from registry import untrusted
+
+    try:
+        return untrusted.head(path, MAX_BYTES + 1)
+    except untrusted.Rejected as e:
+        raise RecipeError(f"{shown}: {str(e).removeprefix(f'{path}: ')}") from None
+
+
 def load_json(path: Path, what: str) -> Loaded:
     """A JSON file (a DeepSpeed or trainer config) as JSON reads it, with file:line:column for
     its keys where the YAML reader can place them. Errors are one line naming the file."""
     shown = display_path(path)
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)
+        raw = _head(path, shown)
         text = raw.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise RecipeError(f"{shown}: cannot read {what}: {getattr(e, 'strerror', None) or e}", Exit.INVALID) from None
+    except RecipeError as e:
+        why = str(e).removeprefix(f"{shown}: ").removeprefix("cannot read: ")
+        raise RecipeError(f"{shown}: cannot read {what}: {why}", Exit.INVALID) from None
+    except UnicodeDecodeError as e:
+        raise RecipeError(f"{shown}: cannot read {what}: {e}", Exit.INVALID) from None
     if len(raw) > MAX_BYTES:
         raise RecipeError.at(shown, "size", f"larger than {MAX_BYTES} bytes; not a {what}")
     try:
@@ -182,6 +192,8 @@ def _json_faults(node, path: Path_):
     """(path, message, hint, rule) of each value in a JSON document that a recipe cannot hold."""
     if isinstance(node, _NonFinite):
         yield path, f"{node} is not a finite number", "JSON has no NaN or infinity; write a number", "type"
+    elif isinstance(node, int) and not isinstance(node, bool) and not -INT_BOUND <= node < INT_BOUND:
+        yield path, f"an integer of {len(str(abs(node)))} digits is out of range", f"at most {INT_BOUND - 1}", "type"
     elif isinstance(node, str) and control_problem(node):
         yield path, control_problem(node), CONTROL_HINT, "control-char"
     elif isinstance(node, dict):
@@ -266,6 +278,11 @@ class _Walker:
             return value
         if isinstance(value, float) and not math.isfinite(value):
             self.fail(node, "type", f"{node.value!r} is not a finite number", hint="recipes hold finite numbers")
+        if isinstance(value, int) and not isinstance(value, bool) and not -INT_BOUND <= value < INT_BOUND:
+            # no count, size or rate in a recipe is that large; past it every float conversion overflows
+            self.fail(
+                node, "type", f"an integer of {len(node.value)} digits is out of range", hint=f"at most {INT_BOUND - 1}"
+            )
         if isinstance(value, str) and control_problem(value):
             self.fail(node, "control-char", control_problem(value), hint=CONTROL_HINT)
         return value

@@ -79,7 +79,14 @@ def head(path, count: int) -> bytes:
     """The first `count` bytes of a regular file (a script's #! line), whatever its size."""
     fd = _open(path)
     try:
-        return os.read(fd, count)
+        chunks, total = [], 0
+        while total < count:
+            chunk = os.read(fd, min(1 << 20, count - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks)
     except OSError as e:
         raise Rejected(f"{path}: cannot read: {e.strerror or e}") from None
     finally:
@@ -155,7 +162,9 @@ def run_output(argv: list[str], limit: int = 1 << 20, timeout: float = 60, env=N
     """(exit code, stdout) of a program, its output read up to `limit` bytes and its run bounded by
     `timeout` seconds: past either it is killed and Rejected. Its stderr is discarded."""
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+        )
     except (OSError, ValueError) as e:
         raise Rejected(f"{argv[0]}: cannot run it ({e})") from None
     got: list[bytes] = []
@@ -207,4 +216,15 @@ def is_regular(path) -> bool:
         return False
 
 
-__all__ = ["Rejected", "read_bytes", "read_text", "read_json", "loads", "head", "run_output", "expect", "check_depth", "is_regular"]
+__all__ = [
+    "Rejected",
+    "check_depth",
+    "expect",
+    "head",
+    "is_regular",
+    "loads",
+    "read_bytes",
+    "read_json",
+    "read_text",
+    "run_output",
+]

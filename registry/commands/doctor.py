@@ -75,10 +75,13 @@ def run(args) -> int:
     env = launch_env(bundle) if bundle is not None else dict(os.environ)  # the PATH recipe run launches with
     # the trainer runs in the run folder, or --output-dir; None: a run folder `recipe run` would make new
     base = folder or (Path(args.output_dir) if args.output_dir else None)
-    report = preflight.check(recipe, bundle, output, env, base, use_torch=True)
-    report.problems[:0] = invalid  # the recipe's own errors first: recipe run stops at them
     if invalid:
-        report.notes.insert(0, "the recipe is invalid (recipe validate): its trainer was not asked")
+        # recipe run stops at these before its pre-flight, whose checks read the values as the
+        # schemas type them: an invalid value (a list for a mapping, 10**400) would be read unchecked
+        report = preflight.Report(problems=list(invalid))
+        report.notes.append("the recipe is invalid (recipe validate): the pre-flight runs once it is valid")
+    else:
+        report = preflight.check(recipe, bundle, output, env, base, use_torch=True)
     errors = len(report.errors)
     if args.format == "json":
         sys.stdout.write(json.dumps(_document(recipe.name, report), indent=2) + "\n")

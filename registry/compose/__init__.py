@@ -84,7 +84,8 @@ class Plan:
         if names.looks_like_file(target):
             path = Path(target)
             if not path.is_file():
-                raise RecipeError(f"{target}: no such file")
+                # something there that is no file (a FIFO, a device, a folder) is said as what it is
+                raise RecipeError(f"{target}: no such file" if not path.exists() else _not_a_file(path, target))
             resolved = path.resolve()
             plan.add(resolved, own=True, resolved=True)
             plan.name = str(_own_name(resolved) or path.stem)
@@ -382,3 +383,13 @@ def known_names() -> list[str]:
         out += ["/".join(c) for c in source.overlays()] + source.free_standing()
         out += [f"{axis}/{p}" for axis in AXES for p in source.parts(axis)]
     return sorted(set(out))
+
+
+def _not_a_file(path: Path, shown: str) -> str:
+    from registry import untrusted
+
+    try:
+        untrusted.head(path, 0)
+    except untrusted.Rejected as e:
+        return f"{shown}: {str(e).removeprefix(f'{path}: ')}"
+    return f"{shown}: not a regular file"
