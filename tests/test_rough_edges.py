@@ -275,3 +275,20 @@ def test_diff_of_recipes_that_differ_in_metadata_only_is_the_same(tmp_path, caps
     out, err = capsys.readouterr()
     assert out == "" and "--all shows" in err
     assert commands.main(["diff", "tiny/ddp/cpu", str(tmp_path / "mine.yaml"), "--all"]) == 1
+
+
+def test_a_dry_run_away_from_its_hardware_judges_the_dataset_not_this_host(tmp_path, capsys, monkeypatch):
+    """Reading an 8-GPU plan on a host without them is what a dry run is for: the host rules (this
+    host's /dev/shm, disk) are left out with a note, the dataset rules still stop it."""
+    from registry.run import machine
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(machine, "gpus", lambda: [])  # this host: no GPU, as on CI
+    heavy = ["pi07/zero2/8xA100", "train.num_workers=64"]  # /dev/shm would be too small on any host
+    assert commands.main(["run", *heavy, "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert "host-shm" not in err and "the host checks were left out: the recipe needs 8 x A100" in err, err
+    two = f"dataset.root={DATASETS / 'two-cameras'}"
+    code = commands.main(["run", "act/ddp/8xA100", two, "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 1 and "error[dataset-cameras]" in err and "the host checks were left out" in err, err

@@ -107,7 +107,7 @@ def dry_run(args) -> int:
 
     from registry import view
     from registry.errors import Exit
-    from registry.run import CLUSTER_ENGINES, checked, launch_env, preflight, show
+    from registry.run import CLUSTER_ENGINES, checked, launch_env, machine, preflight, show
     from registry.run import resume as resume_
 
     waived = preflight.waivers(args.waive)
@@ -116,15 +116,19 @@ def dry_run(args) -> int:
     sys.stdout.flush()  # the plan first, then what the pre-flight says of it
     where = Path(args.output_dir) if args.output_dir else None
     if view.of(recipe.data).launch.launcher in CLUSTER_ENGINES:  # the cluster's hosts are not this one
-        base = where or Path.cwd()
-        report = preflight.check(recipe, bundle, base, dict(os.environ), base, host=False)
+        report = preflight.check(recipe, bundle, where or Path.cwd(), dict(os.environ), where, host=False)
     else:
         if args.resume is not None:
             where = resume_.folder_of(recipe, args.resume)
         output = where or resume_.runs_of(recipe, Path("runs"))
+        # a plan read away from its hardware (a laptop, for an 8xA100 cell) is the common case: the
+        # host rules judge this host, so they run only where the recipe's hardware is this host's
+        away = machine.mismatch(recipe.data, machine.gpus())
         report = preflight.check(
-            recipe, bundle, output, launch_env(bundle), where or Path.cwd(), skip=HOST_CHECKED_APART
+            recipe, bundle, output, launch_env(bundle), where, host=not away, skip=HOST_CHECKED_APART
         )
+        if away:
+            report.notes.append(f"the host checks were left out: {away} (hint: recipe doctor on the hardware)")
     blocking, lines = preflight.verdict(report, waived)
     for line in lines:
         print(line, file=sys.stderr)
