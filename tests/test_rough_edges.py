@@ -292,3 +292,29 @@ def test_a_dry_run_away_from_its_hardware_judges_the_dataset_not_this_host(tmp_p
     code = commands.main(["run", "act/ddp/8xA100", two, "--dry-run"])
     err = capsys.readouterr().err
     assert code == 1 and "error[dataset-cameras]" in err and "the host checks were left out" in err, err
+
+
+@pytest.mark.parametrize(
+    ("line", "refused"),
+    [
+        ("--ntasks-per-node=8", True),
+        ("--ntasks-per-n=8", True),  # getopt_long's unique prefix: the old pattern let it through
+        ("--ta=8", True),  # --tasks-per-node, --ntasks-per-node's alias
+        ("-n8", True),
+        ("-n 8", True),
+        ("-vn3", True),  # grouped letters: -v, then -n 3
+        ("--ntasks 4", True),
+        ("--exclusive --ntasks=3", True),  # not the first option of its line
+        ("--ntasks-per-gpu=1", True),
+        ("--exclusive", False),
+        ("--nodelist=a,b", False),
+        ("--comment='--ntasks=3'", False),  # a value, not an option
+    ],
+)
+def test_an_extra_sbatch_line_that_sets_tasks_is_refused_however_spelt(line, refused):
+    from registry.compose import compose
+    from registry.validate import validate
+
+    recipe = compose("act/ddp/2x8xH100", ["launch.launcher=slurm", f"launch.slurm.extra={[line]!r}"])
+    rules = [p.rule for p in validate(recipe.data, recipe.origins) if p.is_error]
+    assert rules == (["slurm-one-task-per-node"] if refused else []), (line, rules)

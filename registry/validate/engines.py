@@ -81,8 +81,17 @@ def sbatch_options(text: str) -> list[tuple[str, str]]:
     getopt_long reads them (schemas/sbatch.json): `--name=V`, `--name V` for an option that takes
     a value, any unambiguous prefix of a long name, `-N3`, `-N 3` and grouped letters. An unknown
     or ambiguous option is kept as written, with no value (sbatch would refuse the file)."""
+    return _read_options(_directive_words(text))
+
+
+def line_options(line: str) -> list[tuple[str, str]]:
+    """sbatch_options of one directive's text, the words after `#SBATCH` (launch.slurm.extra)."""
+    return _read_options(_words(line) or [])
+
+
+def _read_options(words: list[str]) -> list[tuple[str, str]]:
     _, shorts = _options()
-    words, found, i = _directive_words(text), [], 0
+    found, i = [], 0
     while i < len(words):
         word = words[i]
         i += 1

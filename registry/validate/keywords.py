@@ -5,6 +5,8 @@ x-where      {"backend.kind": {"const": "fsdp"}, ...}: each dotted path (from th
 x-compare    {"left": OPERAND, "op": "==", "right": OPERAND}: an operand is a dotted path,
              a literal, {"path": p, "default": OPERAND} or {"product": [OPERAND, ...]};
              a comparison with a missing operand does not apply.
+x-sbatch-omits [NAME, ...]: a #SBATCH line that sets none of these long options, read as sbatch
+             reads it (abbreviations, short letters, grouped letters: schemas/sbatch.json).
 x-invariants [RULE, ...]: each rule has id, severity, message, hint, source and either
              `require` (a subschema) or `compute` (the name of a computed check), applied
              when the document matches `when`. Invariants are evaluated on the whole
@@ -142,8 +144,23 @@ def type_(validator, types, instance, schema):
             yield Error(why, validator="control-char")
 
 
+def x_sbatch_omits(validator, names, instance, schema):
+    """A `#SBATCH` line (the text after the prefix) that sets none of the long options `names`, as
+    sbatch's getopt_long reads it: `--ntasks-per-n=8` and `-n8` set --ntasks-per-node and --ntasks
+    as surely as their full spellings (docs/clusters.md)."""
+    if not isinstance(instance, str):
+        return
+    from registry.validate.engines import line_options
+
+    for option, _ in line_options(instance):
+        if option.removeprefix("--") in names:
+            yield Error(f"{instance!r} sets {option}", validator="x-sbatch-omits")
+            return
+
+
 # The project's keywords (above), over the standard ones the checker implements
 PROJECT = {
+    "x-sbatch-omits": x_sbatch_omits,
     "x-where": x_where,
     "x-compare": x_compare,
     "x-invariants": x_invariants,
