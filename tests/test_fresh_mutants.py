@@ -1,0 +1,148 @@
+"""Classes of behaviour a round of hand-made bugs found unpinned (issue 41; docs/mutation.md): each
+test holds a whole class (a bound at both signs and both sides, a cap whatever the file's stat
+says, which sighting is trusted, which #! lines name a Python), not the one line that was broken."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from registry import untrusted
+from registry.run import environment
+from registry.sharing import sources, trust
+
+H1, H2 = "1" * 64, "2" * 64
+
+
+# --- registry/untrusted.py: bounds hold at their edge, for either sign and whatever stat says --------
+@pytest.mark.parametrize("sign", ["", "-"])
+def test_an_integer_of_the_most_digits_allowed_is_read_at_either_sign(sign):
+    widest = sign + "9" * untrusted.MAX_INT_DIGITS
+    assert untrusted.loads(f"[{widest}, {sign}1]", "x") == [int(widest), int(sign + "1")]
+    with pytest.raises(untrusted.Rejected, match="out of range"):
+        untrusted.loads(f"[{sign}1{'0' * untrusted.MAX_INT_DIGITS}]", "x")
+
+
+def test_a_file_whose_stat_says_nothing_of_its_size_is_still_capped(tmp_path):
+    # /proc files are regular and report size 0, then read on: the cap must hold on what is read
+    path = Path("/proc/self/status")
+    whole = path.read_bytes()
+    assert untrusted.is_regular(path) and path.stat().st_size == 0 and len(whole) > 200
+    with pytest.raises(untrusted.Rejected, match="more than the 100 bytes"):
+        untrusted.read_bytes(path, 100)
+    assert len(untrusted.read_bytes(path, 1 << 20)) > 200  # under the cap: all of it, not a cut
+
+
+# --- registry/sharing/trust.py: the first well-formed sighting is the one trusted -------------------
+def test_of_two_sightings_of_one_version_the_first_is_trusted(tmp_path, monkeypatch):
+    store = tmp_path / "known.jsonl"
+    monkeypatch.setenv("RECIPE_KNOWN_VERSIONS", str(store))
+    folder = tmp_path / "team"
+    folder.mkdir()
+    source = sources.Source("team-a", folder, "path", str(folder))
+    where = trust.place(source)
+    lines = [{"place": where, "version": "exp/x@1", "sha256": h} for h in (H1, H2)]
+    store.write_text("".join(json.dumps(d) + "\n" for d in lines))
+    store.chmod(0o600)
+    assert trust.known() == {(where, "exp/x@1"): H1}
+    # a line appended later (by anyone who could) never stands in for the first sighting
+    assert trust.changed(source, {"exp/x@1": H2}) == [trust.Changed("team-a", "exp/x@1", H1, H2)]
+    assert trust.changed(source, {"exp/x@1": H1}) == []
+
+
+# --- registry/run/environment.py: only a Python is taken for the trainer's interpreter --------------
+@pytest.mark.parametrize("program", ["bash", "sh", "node", "perl"])
+def test_an_env_line_naming_another_program_names_no_interpreter(tmp_path, program):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in (program, "python3"):
+        (bin_dir / name).write_text("#!/bin/sh\n")
+        (bin_dir / name).chmod(0o755)
+    script = tmp_path / "accelerate"
+    script.write_text(f'#!/usr/bin/env {program}\nexec python3 -m accelerate "$@"\n')
+    env = {"PATH": str(bin_dir)}
+    assert environment.interpreter_of(str(script), env) is None
+    script.write_text("#!/usr/bin/env python3\n")
+    assert environment.interpreter_of(str(script), env) == str(bin_dir / "python3")
+
+
+# --- registry/run/preflight/metadata.py: a hub ref names one snapshot folder, or nothing -----------
+@pytest.mark.parametrize("ref", ["..", "../../etc", "a/b", "", "  \n"])
+def test_a_hub_ref_that_names_no_snapshot_folder_is_not_followed(tmp_path, ref):
+    from registry.run.preflight import metadata
+
+    home = tmp_path / "lerobot"
+    hub = home / "hub" / "datasets--org--ds"
+    (hub / "refs").mkdir(parents=True)
+    (hub / "refs" / "main").write_text(ref)
+    (hub / "snapshots").mkdir()
+    (hub / metadata.INFO).parent.mkdir(parents=True, exist_ok=True)
+    (hub / metadata.INFO).write_text("{}")  # what `..` from snapshots/ would reach
+    env = {"HF_LEROBOT_HOME": str(home)}
+    if ref.strip() not in ("", ".."):
+        (hub / "snapshots" / ref.strip()).mkdir(parents=True, exist_ok=True)
+    found = metadata.candidates({"repo_id": "org/ds"}, tmp_path, env)
+    assert found == [home / "org/ds" / metadata.INFO]
+    (hub / "refs" / "main").write_text("0123abcd\n")  # a commit: its snapshot is looked in
+    found = metadata.candidates({"repo_id": "org/ds"}, tmp_path, env)
+    assert found == [home / "org/ds" / metadata.INFO, hub / "snapshots" / "0123abcd" / metadata.INFO]
+
+
+# --- registry/run/preflight/data.py: each bound holds at its edge, on either axis ----------------
+def _act(*overrides):
+    from registry import view
+    from registry.compose import compose
+
+    return view.of(compose("act/ddp/8xA100", list(overrides)).data)
+
+
+@pytest.mark.parametrize(
+    ("crop", "refused"), [((480, 640), False), ((481, 100), True), ((100, 641), True), ((481, 641), True)]
+)
+def test_a_crop_past_the_image_on_either_side_is_an_error(crop, refused):
+    from registry.run.preflight import data
+    from registry.run.preflight.metadata import Camera, DatasetMeta
+
+    meta = DatasetMeta(Path("info.json"), 30.0, 10, 1000, (Camera("top", 480, 640),))
+    found = data.image_size(meta, data.Policy(_act(), {"crop_shape": list(crop)}))
+    assert [f.path for f in found] == ([("policy", "options", "crop_shape")] if refused else [])
+
+
+@pytest.mark.parametrize(("key", "limit_name"), [("observation.state", "max_state_dim"), ("action", "max_action_dim")])
+def test_a_vector_as_wide_as_the_padding_fits_and_one_wider_does_not(key, limit_name):
+    from registry.run.preflight import data
+    from registry.run.preflight.metadata import DatasetMeta
+
+    check = data.state_size if key == "observation.state" else data.action_size
+    policy = data.Policy(_act(), {limit_name: 14})
+    for size, refused in ((13, False), (14, False), (15, True)):
+        meta = DatasetMeta(Path("info.json"), 30.0, 10, 1000, (), {key: size})
+        assert [f.path for f in check(meta, policy)] == ([("policy", "options", limit_name)] if refused else [])
+
+
+@pytest.mark.parametrize(("steps", "interval", "warned"), [(5, 1, False), (6, 1, True), (3, 2, False), (4, 2, True)])
+def test_a_history_as_long_as_the_episodes_fits_and_one_frame_more_does_not(steps, interval, warned):
+    from registry.run.preflight import data
+    from registry.run.preflight.metadata import DatasetMeta
+
+    meta = DatasetMeta(Path("info.json"), 30.0, 10, 50, ())  # 5 frames an episode
+    recipe = _act(f"policy.n_obs_steps={steps}", f"policy.history_interval={interval}", "policy.chunk_size=4")
+    found = data.episode_length(meta, data.Policy(recipe, {}))
+    assert [f.path for f in found] == ([("policy", "n_obs_steps")] if warned else [])
+
+
+# --- registry/trainers/lerobot_defaults.py: a default dropped leaves no empty mapping behind ---------
+def test_dropping_a_value_removes_the_mappings_it_leaves_empty_and_no_other():
+    from registry.trainers import lerobot_defaults
+
+    doc = {"train": {"checkpoint": {"every": 5}}, "seed": 1}
+    lerobot_defaults._drop(doc, ("train", "checkpoint", "every"))
+    assert doc == {"seed": 1}
+    doc = {"train": {"checkpoint": {"every": 5}, "steps": 3}}
+    lerobot_defaults._drop(doc, ("train", "checkpoint", "every"))
+    assert doc == {"train": {"steps": 3}}
+    doc = {"train": {"checkpoint": {"every": 5, "keep": 2}}}
+    assert lerobot_defaults._without(doc, ("train", "checkpoint", "every")) == {"train": {"checkpoint": {"keep": 2}}}
+    assert doc == {"train": {"checkpoint": {"every": 5, "keep": 2}}}  # _without leaves its argument whole
