@@ -146,3 +146,58 @@ def test_dropping_a_value_removes_the_mappings_it_leaves_empty_and_no_other():
     doc = {"train": {"checkpoint": {"every": 5, "keep": 2}}}
     assert lerobot_defaults._without(doc, ("train", "checkpoint", "every")) == {"train": {"checkpoint": {"keep": 2}}}
     assert doc == {"train": {"checkpoint": {"every": 5, "keep": 2}}}  # _without leaves its argument whole
+
+
+# --- registry/validate/engines.py: sbatch reads directives past blank lines, up to the first command ---
+@pytest.mark.parametrize("gap", ["\n", "   \n", "\t\n", "# a comment\n", "\n\n# two\n\n"])
+def test_directives_are_read_past_blank_lines_and_comments_and_stop_at_a_command(gap):
+    from registry.validate import engines
+
+    text = (
+        f"#!/bin/bash\n{gap}#SBATCH --nodes=2\n{gap}#SBATCH --gpus=8\n{gap}#SBATCH -t 10\nsrun x\n#SBATCH --nodes=9\n"
+    )
+    assert engines.sbatch_options(text) == [("--nodes", "2"), ("--gpus", "8"), ("--time", "10")]
+
+
+# --- registry/resolve/launch.py: any character that ends a line ends the comment or #SBATCH line ---
+@pytest.mark.parametrize("brk", ["\n", "\r", "\0", "\r\n"])
+def test_a_name_with_any_line_break_is_refused_in_the_sbatch_file_and_the_launch_script(brk):
+    import copy
+
+    from registry.compose import compose
+    from registry.errors import RecipeError
+    from registry.resolve import launch
+
+    doc = compose("pi07/zero2/2x8xH100", ["launch.launcher=slurm"]).data
+    assert "#SBATCH --job-name=" in launch.sbatch(doc)
+    bad = copy.deepcopy(doc)
+    bad["recipe"]["name"] = f"exp{brk}srun evil"
+    with pytest.raises(RecipeError, match=r"recipe\.name: .* has a line break"):
+        launch.sbatch(bad)
+    for text in (f"x{brk}", f"{brk}x", f"a{brk}b"):
+        with pytest.raises(RecipeError, match="has a line break"):
+            launch.one_line(text, "launch.slurm.extra")
+    assert launch.one_line("a b\tc", "launch.slurm.extra") == "a b\tc"
+
+
+# --- registry/run/resume.py: a value whose type changes is a difference, even where == says equal ---
+@pytest.mark.parametrize(("before", "after"), [(1, 1.0), (True, 1), (0, False), (1.0, True), (2, "2")])
+def test_a_resume_sees_a_change_of_type_where_python_calls_the_values_equal(before, after):
+    from registry.run import resume
+
+    old = {"train": {"lr": before, "steps": 5}, "seed": 1}
+    new = {"train": {"lr": after, "steps": 5}, "seed": 1}
+    assert list(resume._differences(old, new)) == ["train.lr"]
+    assert list(resume._differences(old, old)) == []
+
+
+# --- registry/compose/hardware.py: a generated name stands for hardware, on no other axis -------------
+@pytest.mark.parametrize("name", ["2xH100", "2x8xB200"])
+def test_a_generated_hardware_name_names_nothing_on_another_axis(name):
+    from registry.compose import hardware
+    from registry.names import Name
+
+    assert hardware.exists("hardware", name)
+    assert not hardware.exists("policy", name) and not hardware.exists("backend", name)
+    assert hardware.is_cell(Name(("act", "ddp", name)))
+    assert not hardware.is_cell(Name((name, "ddp", name))) and not hardware.is_cell(Name(("act", name, name)))
