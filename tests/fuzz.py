@@ -1225,13 +1225,15 @@ def config_bytes(draw) -> bytes:
 
 @functools.cache
 def _dataset_leaves():
-    return st.sampled_from([leaf for leaf in schema_leaves() if leaf.path[0] in ("dataset", "policy")])
+    return st.sampled_from(
+        [leaf for leaf in schema_leaves() if leaf.path[0] in ("dataset", "policy", "hardware", "train")]
+    )
 
 
 @st.composite
 def _dataset_override(draw) -> str:
-    """An override of what the dataset checks compare the metadata with (dataset.*, policy.*): the
-    recipe's other fields are the other strategies' subject."""
+    """An override of what the pre-flight compares the metadata and the host with (dataset.*,
+    policy.*, hardware.*, train.*): the recipe's other fields are the other strategies' subject."""
     leaf = draw(_dataset_leaves())
     key = ".".join(draw(_identifiers) if p == "*" else p for p in leaf.path)
     return f"{key}={yaml_text(draw(value_for(leaf, mostly_good=False)))}"

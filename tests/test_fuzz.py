@@ -165,7 +165,11 @@ def test_regression(argv):
 def test_an_estimate_that_overflows_is_one_error(capsys):
     from registry.commands import main
 
-    assert main(["estimate", "pi07/zero2/8xA100", f"policy.memory.params={HUGE}"]) == 1
+    assert main(["estimate", "pi07/zero2/8xA100", f"policy.memory.params={HUGE}"]) == 2
+    out = capsys.readouterr()
+    assert "an integer of" in out.out + out.err and "out of range" in out.out + out.err  # refused where it is read
+    big = "policy.memory.activation_gib_per_frame=1.7976931348623157e+308"
+    assert main(["estimate", "pi07/zero2/8xA100", big]) == 1
     err = capsys.readouterr().err
     assert "does not come out finite" in err and "Traceback" not in err
 

@@ -78,7 +78,7 @@ CASES = [
         ds(train_micro_batch_size_per_gpu="4", gradient_accumulation_steps=10**30, train_batch_size=8),
         None,
         [],
-        "wrote",
+        "gradient_accumulation_steps: an integer of 31 digits is out of range",  # refused where it is read
     ),
     # an output that cannot be written (its folder is a file): OSError from write_atomic
     ("output-not-writable", None, None, None, ["-o", "a.yaml/recipe.yaml"], "cannot write"),

@@ -249,14 +249,24 @@ PRESET = "lerobot-train flags: the policy preset chose the optimizer; the recipe
 
 
 def test_import_flags_takes_lerobots_defaults_and_says_so():
-    part, recipe, notes = import_flags("--policy.type=act --dataset.repo_id=lerobot/pusht")
+    """The flags as given, then LeRobot's defaults for those not given where the recipe alone would
+    resolve another value (registry/trainers/lerobot_defaults.py): what the team ran, in one note."""
+    from registry.trainers import lerobot_defaults
+
+    given = "--policy.type=act --dataset.repo_id=lerobot/pusht"
+    part, recipe, notes = import_flags(given)
     assert part == "act"  # the bundled policy part the recipe extends
     assert recipe == {
-        "trainer": {"kind": "lerobot", "lerobot": {"api": "accelerate", "push_to_hub": True}},
+        "trainer": {"kind": "lerobot", "lerobot": {"api": "accelerate"}},
         "policy": {"type": "act"},
         "dataset": {"repo_id": "lerobot/pusht"},
     }
-    assert notes == ["lerobot-train flags: no --policy.push_to_hub, so LeRobot's default (true) is imported", PRESET]
+    assert notes == [PRESET]
+    lerobot_defaults.settle(recipe, part, {"policy.type": "act", "dataset.repo_id": "lerobot/pusht"}, notes)
+    assert recipe["trainer"]["lerobot"] == {"api": "accelerate", "push_to_hub": True}  # LeRobot's default
+    assert recipe["train"] == {"checkpoint": {"every": 20000}, "log_every": 200, "num_workers": 4}
+    assert notes[1].startswith("lerobot-train flags at LeRobot's defaults: written, as the recipe alone")
+    assert "--policy.push_to_hub=true (not given; the recipe alone gives false)" in notes[1]
 
 
 def test_import_flags_under_the_policy_preset():
