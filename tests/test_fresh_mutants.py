@@ -5,6 +5,7 @@ says, which sighting is trusted, which #! lines name a Python), not the one line
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -201,3 +202,122 @@ def test_a_generated_hardware_name_names_nothing_on_another_axis(name):
     assert not hardware.exists("policy", name) and not hardware.exists("backend", name)
     assert hardware.is_cell(Name(("act", "ddp", name)))
     assert not hardware.is_cell(Name((name, "ddp", name))) and not hardware.is_cell(Name(("act", name, name)))
+
+
+# --- round 2's survivors (issue 41): each class, at both sides of its edge ------------------------
+@pytest.mark.parametrize("limit", [1, 100, 4096])
+def test_a_program_may_print_exactly_its_cap_and_not_one_byte_more(limit):
+    code = "import sys; sys.stdout.write('x' * int(sys.argv[1]))"
+    assert untrusted.run_output([sys.executable, "-c", code, str(limit)], limit=limit, timeout=20) == (0, b"x" * limit)
+    with pytest.raises(untrusted.Rejected, match="printed more than"):
+        untrusted.run_output([sys.executable, "-c", code, str(limit + 1)], limit=limit, timeout=20)
+
+
+def test_a_file_of_exactly_its_cap_is_read_whole(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"y" * 100)
+    assert untrusted.read_bytes(path, 100) == b"y" * 100
+    path.write_bytes(b"y" * 101)
+    with pytest.raises(untrusted.Rejected, match="101 bytes, more than the 100 bytes"):
+        untrusted.read_bytes(path, 100)
+
+
+def test_a_release_is_compared_to_its_patch_without_its_local_tag():
+    assert environment._release("4.57.1") < environment._release("4.57.2") < environment._release("4.58.0")
+    assert environment._release("2.9.1+cu128") == (2, 9, 1) == environment._release("2.9.1")
+    assert environment._release("12.8") == (12, 8)
+
+
+@pytest.mark.parametrize("fps", [0, -30, 0.0, True, "30"])
+def test_a_frame_rate_that_is_not_a_positive_number_is_left_unread(tmp_path, fps):
+    from registry.run.preflight import data, metadata
+
+    info = tmp_path / "info.json"
+    info.write_text(json.dumps({"fps": fps, "total_episodes": 2, "total_frames": 60, "features": {}}))
+    meta = metadata.read(info)
+    assert meta.fps is None and meta.frames == 60
+    assert data.fps(meta, data.Policy(_act("dataset.action_freq=30"), {})) == []  # no division by a zero rate
+
+
+@pytest.mark.parametrize(
+    ("shape", "size"),
+    [([480, 640, 3], (480, 640)), ([3, 480, 640], (480, 640)), ([4, 4, 3], (4, 4)), ([1, 64, 3], (1, 64)),
+     ([3, 96, 1], (3, 96)), ([96, 96, 4], (96, 96)), ([1, 96, 96], (96, 96))],
+)  # fmt: skip
+def test_an_image_is_channels_last_unless_only_its_first_axis_looks_like_channels(shape, size):
+    from registry.run.preflight import metadata
+
+    assert metadata._height_width(shape, None) == size
+
+
+def test_only_the_chosen_episodes_the_dataset_has_are_counted():
+    from registry.run.preflight import data
+    from registry.run.preflight.metadata import DatasetMeta
+
+    meta = DatasetMeta(Path("info.json"), 30.0, 10, 1000, ())  # episodes 0..9 of 100 frames
+    for chosen, count in (([9, 10, 11], "1 episode "), ([8, 9, 10], "2 episodes "), ([10], None)):
+        recipe = _act(f"dataset.episodes={chosen}", "train.micro_batch_size=64")
+        found = data.frames(meta, data.Policy(recipe, {}))
+        if count is None:
+            assert [f.severity for f in found] == ["error"]  # none of them: no frame to sample
+        else:
+            assert len(found) == 1 and count in found[0].message, found
+
+
+@pytest.mark.parametrize(
+    ("sizes", "refused"),
+    [(((480, 640), (480, 640)), False), (((480, 640), (480, 320)), True), (((480, 640), (240, 640)), True)],
+)
+def test_a_diffusion_policy_refuses_cameras_that_differ_in_either_side(sizes, refused):
+    from registry import view
+    from registry.compose import compose
+    from registry.run.preflight import data
+    from registry.run.preflight.metadata import Camera, DatasetMeta
+
+    cameras = tuple(Camera(f"observation.images.c{i}", h, w) for i, (h, w) in enumerate(sizes))
+    meta = DatasetMeta(Path("info.json"), 10.0, 10, 1000, cameras)
+    recipe = view.of(compose("diffusion/ddp/8xA100", ["dataset.num_cams=2"]).data)
+    found = data.image_size(meta, data.Policy(recipe, {}))
+    assert [f.path for f in found] == ([("dataset", "num_cams")] if refused else [])
+
+
+LEROBOT_ACT = "--policy.type=act --dataset.repo_id=lerobot/aloha_sim_insertion_human --policy.push_to_hub=false"
+
+
+@pytest.mark.parametrize("spelt", ["false", "False", "0", "no"])
+def test_a_default_flag_is_known_whichever_way_it_is_spelt(tmp_path, spelt):
+    from registry.resolve import importer
+
+    (tmp_path / "a.yaml").write_text("distributed_type: NO\nnum_machines: 1\nnum_processes: 1\n")
+    setup = importer.Setup(tmp_path / "a.yaml", trainer="lerobot", trainer_args=f"{LEROBOT_ACT} --wandb.enable={spelt}")
+    result = importer.read(setup)
+    assert "wandb" not in result.recipe["trainer"]["lerobot"]
+    said = [n for n in result.notes if "LeRobot's defaults" in n]
+    assert len(said) == 1 and "not written, as the recipe gives the same: --wandb.enable=false" in said[0], said
+
+
+@pytest.mark.parametrize(("processes", "machines", "per_node"), [(8, 2, 4), (8, 1, 8), (2, 2, 1), (None, None, 1)])
+def test_a_bare_launch_splits_its_processes_over_its_machines(processes, machines, per_node):
+    from registry.resolve import importer
+
+    launch = {k: v for k, v in (("num_processes", processes), ("num_machines", machines)) if v is not None}
+    recipe, _ = importer.bare_launch("H100", launch)
+    assert recipe["hardware"] == {"gpu": "H100", "gpus_per_node": per_node, "nodes": machines or 1}
+
+
+@pytest.mark.parametrize("port", [True, False, "29500", 29500.0, None])
+def test_a_port_that_is_not_a_whole_number_is_refused_never_written(port):
+    from registry.errors import RecipeError
+    from registry.resolve import launch
+
+    assert launch._port(29500) == 29500
+    with pytest.raises(RecipeError, match=r"launch\.main_process_port: .* is not a port number"):
+        launch._port(port)
+
+
+@pytest.mark.parametrize("comment", ["# two nodes", "#", "# --gpus=16 -N 9", "#--gpus=16"])
+def test_an_unquoted_hash_ends_a_directive_line_and_no_more(comment):
+    from registry.validate import engines
+
+    text = f'#!/bin/bash\n#SBATCH --nodes=2 {comment}\n#SBATCH --gpus=8\n#SBATCH --job-name="a # b"\n'
+    assert engines.sbatch_options(text) == [("--nodes", "2"), ("--gpus", "8"), ("--job-name", "a # b")]
