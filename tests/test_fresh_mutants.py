@@ -321,3 +321,48 @@ def test_an_unquoted_hash_ends_a_directive_line_and_no_more(comment):
 
     text = f'#!/bin/bash\n#SBATCH --nodes=2 {comment}\n#SBATCH --gpus=8\n#SBATCH --job-name="a # b"\n'
     assert engines.sbatch_options(text) == [("--nodes", "2"), ("--gpus", "8"), ("--job-name", "a # b")]
+
+
+@pytest.mark.parametrize("named", ["", "checkpoints/000010", "checkpoints/000200"])
+def test_resume_from_a_checkpoint_folder_resumes_the_run_it_belongs_to(tmp_path, named):
+    from registry.compose import compose
+    from registry.errors import RecipeError
+    from registry.run import resume
+
+    run = tmp_path / "runs" / "tiny" / "20260101-000000"
+    for step in ("000010", "000200"):
+        (run / "checkpoints" / step).mkdir(parents=True)
+    (run / "recipe.lock.yaml").write_text("resolved: {}\n")
+    recipe = compose("tiny/ddp/cpu")
+    assert resume.folder_of(recipe, str(run / named) if named else str(run)) == run
+    with pytest.raises(RecipeError, match="not a run directory"):  # a folder below that is no checkpoint
+        resume.folder_of(recipe, str(run / "checkpoints"))
+
+
+@pytest.mark.parametrize(("given", "backends"), [("ddp,", ["ddp"]), (" ddp , ,zero2 ", ["ddp", "zero2"]), (",,", None)])
+def test_tune_backends_drop_empty_items_and_refuse_a_list_of_none(monkeypatch, given, backends):
+    from types import SimpleNamespace
+
+    from registry.commands import tune
+    from registry.errors import RecipeError
+    from registry.run import tune as tuning
+
+    seen = []
+    monkeypatch.setattr(tuning, "main", lambda target, overrides, chosen, *rest: seen.append(chosen) or 0)
+    fields = [
+        "global_batch",
+        "budget",
+        "warmup",
+        "steps",
+        "output_dir",
+        "record_to",
+        "allow_hardware_mismatch",
+        "tie_runs",
+    ]
+    args = SimpleNamespace(target="tiny/cpu", overrides=[], backends=given, **dict.fromkeys(fields))
+    if backends is None:
+        with pytest.raises(RecipeError, match="--backends names no backend"):
+            tune.run(args)
+        assert seen == []
+    else:
+        assert tune.run(args) == 0 and seen == [backends]
