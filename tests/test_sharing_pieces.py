@@ -220,7 +220,7 @@ def test_a_version_that_cannot_be_remembered_is_a_note_on_stderr(monkeypatch, ca
     def read_only(source, entries, replace=False):
         raise RecipeError("known-versions.jsonl: read-only file system")
 
-    monkeypatch.setattr(trust, "changed", lambda source, entries: [])
+    monkeypatch.setattr(trust, "changed", lambda source, entries, whole=False, remembered=None: [])
     monkeypatch.setattr(trust, "known", dict)
     monkeypatch.setattr(trust, "remember", read_only)
     source = SimpleNamespace(kind="path", name="team-a", root=Path("/nowhere"), location="/nowhere")
@@ -350,7 +350,11 @@ def test_a_directory_source_whose_versions_changed_is_refused_naming_the_folder(
     folder = tmp_path / "team"
     folder.mkdir()
     monkeypatch.setenv("RECIPE_CONFIG", str(tmp_path / "sources.yaml"))
-    monkeypatch.setattr(trust, "changed", lambda source, offered: _changed(1, 3) if source.location else [])
+    monkeypatch.setattr(
+        trust,
+        "changed",
+        lambda source, offered, whole=False, remembered=None: _changed(1, 3) if source.location else [],
+    )
     with pytest.raises(RecipeError) as raised:
         manage.add("team-a", str(folder))
     assert str(raised.value) == (
@@ -404,7 +408,7 @@ def test_a_remote_that_changed_two_seen_versions_names_both(tmp_path, monkeypatc
 
     moved = _remote_moved_on(monkeypatch)
     monkeypatch.setattr(versions, "hashes", lambda source: {})
-    monkeypatch.setattr(trust, "changed", lambda source, offered: _changed(1, 3))
+    monkeypatch.setattr(trust, "changed", lambda source, offered, whole=False, remembered=None: _changed(1, 3))
     with pytest.raises(RecipeError) as raised:
         refresh.refresh("team-a", "file:///team.git", tmp_path)
     assert str(raised.value) == (

@@ -179,7 +179,8 @@ def test_accepting_versions_by_hand(home, monkeypatch):
         lambda source, name: [versions.Version(source, name, n, Path(f"{n}.yaml"), "", "") for n in (1, 2)],
     )
     monkeypatch.setattr(versions, "verified_file", lambda v: checked.append(v.number))
-    monkeypatch.setattr(trust, "changed", lambda source, wanted: [trust.Changed("team-a", "exp/x@2", "c" * 64, "")])
+    changed = [trust.Changed("team-a", "exp/x@2", "c" * 64, "d" * 64)]
+    monkeypatch.setattr(trust, "changed", lambda source, wanted, whole=False, remembered=None: [] if whole else changed)
     monkeypatch.setattr(trust, "remember", lambda source, wanted, replace=False: remembered.append((wanted, replace)))
     assert manage.accept("team-a", ["exp/x@1", "exp/x@2"]) == [
         f"team-a:exp/x@1: sha256 {'a' * 12}, as remembered",
@@ -394,7 +395,7 @@ def test_an_update_goes_on_past_a_directory_and_passes_on_what_is_accepted(home,
     head = out("rev-parse", "HEAD", cwd=home / "cache" / "team-g")
     assert manage.update([]) == ["team-d: a directory, nothing to update", f"team-g: {url} at {head[:12]}"]
     rewritten = [trust.Changed("team-g", "exp/x@1", "a" * 64, "b" * 64)]
-    monkeypatch.setattr(trust, "changed", lambda source, offered: rewritten)
+    monkeypatch.setattr(trust, "changed", lambda source, offered, whole=False, remembered=None: rewritten)
     with pytest.raises(RecipeError) as raised:
         manage.update(["team-g"])
     assert str(raised.value).startswith("team-g: the remote changed 1 published version(s) this machine has seen: ")

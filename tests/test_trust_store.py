@@ -383,3 +383,43 @@ def test_a_changed_published_file_is_one_rule_one_message(team, tmp_path):
     assert r.returncode == 1 and r.stdout == said + "\n" and r.stderr == f"{mine}: invalid\n"
     r = bounded_cli("show", "exp/x@1", env=env)
     assert r.returncode == 1 and r.stderr == said + "\n"
+
+
+# --- a published version gone from its source: a rewrite as surely as a changed one --------------
+def test_a_version_dropped_from_a_directory_index_stops_the_next_publish_until_accepted(team):
+    """Before: exp/x@1's file and index entry deleted, publish numbered the next version 1 again
+    over the one this machine had seen, exit 0, and `recipe show exp/x@1` then failed for ever."""
+    root, env = team
+    index = root / "index.yaml"
+    doc = yaml.safe_load(index.read_text())
+    del doc["versions"]["exp/x"]
+    index.write_text(yaml.safe_dump(doc))
+    (root / "published" / "exp" / "x" / "1.yaml").unlink()  # the version gone, file and entry
+    first = json.loads(Path(env["RECIPE_KNOWN_VERSIONS"]).read_text().splitlines()[0])["sha256"]
+    r = bounded_cli("publish", TINY, "recipe.name=exp/x", "--to", "team-a", env=env)
+    one_line_error(r)
+    assert f"team-a:exp/x@1: no longer listed, sha256 {first[:12]} when first seen; nothing was published" in r.stderr
+    assert "recipe source accept team-a exp/x@1" in r.stderr
+    r = bounded_cli("source", "accept", "team-a", "exp/x@1", env=env)
+    assert r.returncode == 0 and "team-a:exp/x@1: accepted as no longer listed; forgotten" in r.stdout, r.stderr
+    assert bounded_cli("publish", TINY, "recipe.name=exp/x", "--to", "team-a", env=env).returncode == 0
+
+
+def test_a_force_push_that_drops_a_seen_version_is_refused_by_update_and_publish(tmp_path):
+    remote = seeded_remote(tmp_path)
+    a, b = user(tmp_path, "a", remote), user(tmp_path, "b", remote)
+    assert bounded_cli("publish", TINY, "recipe.name=exp/x", "--to", "team-b", env=a).returncode == 0
+    assert bounded_cli("source", "update", "team-b", env=b).returncode == 0  # b has seen exp/x@1
+    evil = tmp_path / "evil"
+    git("clone", "-q", str(remote), str(evil), cwd=tmp_path)
+    git("reset", "-q", "--hard", "HEAD~1", cwd=evil)  # the publish undone
+    git("push", "-qf", "origin", "HEAD", cwd=evil)
+    r = bounded_cli("source", "update", "team-b", env=b)
+    assert r.returncode == 2 and "team-b:exp/x@1: no longer listed" in r.stderr, r.stderr  # before: exit 0
+    pushed = out("rev-parse", "main", cwd=remote)
+    r = bounded_cli("publish", TINY, "recipe.name=exp/x", "--to", "team-b", env=b)
+    one_line_error(r)  # before: exit 0, a new exp/x@1 pushed in place of the one b had seen
+    assert "team-b:exp/x@1: no longer listed" in r.stderr and out("rev-parse", "main", cwd=remote) == pushed
+    assert bounded_cli("source", "update", "team-b", "--accept", "exp/x@1", env=b).returncode == 0
+    r = bounded_cli("publish", TINY, "recipe.name=exp/x", "--to", "team-b", env=b)
+    assert r.returncode == 0 and "published team-b:exp/x@1" in r.stdout, r.stderr

@@ -61,7 +61,7 @@ def run(args) -> int:
         version = gitpublish.publish(recipe, chosen[0])
     else:
         # never a next version beside one changed since this machine saw it (docs/failure-modes.md §69)
-        trust.refuse_publishing(chosen[0], hashes(chosen[0]), recipe.data["recipe"]["name"])
+        trust.refuse_publishing(chosen[0], lambda: hashes(chosen[0]), recipe.data["recipe"]["name"])
         version = publish(recipe, chosen[0])
     trust.remember(chosen[0], {f"{version.name}@{version.number}": version.sha256})  # the publisher saw it first
     print(f"published {version.qualified} ({version.file}, sha256 {version.sha256[:12]})")

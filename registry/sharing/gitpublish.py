@@ -98,7 +98,7 @@ def _unchanged(name: str, source: sources.Source, work: Path) -> None:
     after `recipe source update` refused a force-push, a publish must not push on top of it
     (docs/failure-modes.md §69)."""
     remote = sources.Source(source.name, sources._root(work), "git", source.location)
-    trust.refuse_publishing(remote, versions.hashes(remote), name)
+    trust.refuse_publishing(remote, lambda: versions.hashes(remote), name)
 
 
 @contextmanager

@@ -70,7 +70,7 @@ def _first_sight(source: sources.Source):
         offered = versions.hashes(source)
     except RecipeError as e:
         raise RecipeError(f"cannot add {source.name}: {e}") from None
-    changed = trust.changed(source, offered)
+    changed = trust.changed(source, offered, whole=True)
     if changed:
         raise RecipeError(
             f"cannot add {source.name}: {len(changed)} published version(s) differ from the ones this machine saw "
@@ -125,15 +125,19 @@ def accept(name: str, wanted: list[str]) -> list[str]:
     if source is None:
         raise RecipeError(f"no source named {name!r} (hint: recipe source list)")
     offered = versions.hashes(source)
-    unknown = [v for v in wanted if v not in offered]
+    gone = {c.version for c in trust.changed(source, offered, whole=True) if not c.now}
+    unknown = [v for v in wanted if v not in offered and v not in gone]
     if unknown:
         raise RecipeError(f"{name} has no published {', '.join(unknown)} (hint: recipe history NAME)")
+    asked = list(wanted)
+    trust.forget(source, [v for v in wanted if v in gone])  # accepted as gone from the source
+    wanted = [v for v in wanted if v not in gone]
     for version in wanted:  # the index's hash is the file's: never accept a file the index does not match
         parsed = names.parse(version)
         versions.verified_file(next(v for v in versions.versions(source, parsed.path) if v.number == parsed.version))
     changed = {c.version: c for c in trust.changed(source, {v: offered[v] for v in wanted})}
     trust.remember(source, {v: offered[v] for v in wanted}, replace=True)
-    return [
+    return [f"{name}:{v}: accepted as no longer listed; forgotten" for v in sorted(gone & set(asked))] + [
         f"{name}:{v}: accepted sha256 {offered[v][:12]} (was {changed[v].remembered[:12]})"
         if v in changed
         else f"{name}:{v}: sha256 {offered[v][:12]}, as remembered"

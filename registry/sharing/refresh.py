@@ -28,12 +28,13 @@ def refresh(name: str, url: str, clone: Path, accept: tuple[str, ...] = ()) -> s
     git.move(clone, after)
     forget_parsed()
     source = sources.Source(name, sources._root(clone), "git", url)
+    remembered = trust.known()  # before the index: a version published meanwhile is in both or neither
     try:
         offered = versions.hashes(source)
     except RecipeError:
         _back(clone, before)
         raise
-    changed = [c for c in trust.changed(source, offered) if c.version not in accept]
+    changed = [c for c in trust.changed(source, offered, True, remembered) if c.version not in accept]
     if changed:
         _back(clone, before)
         raise RecipeError(
@@ -44,6 +45,7 @@ def refresh(name: str, url: str, clone: Path, accept: tuple[str, ...] = ()) -> s
             + ")"
         )
     trust.remember(source, {v: d for v, d in offered.items() if v in accept}, replace=True)
+    trust.forget(source, [v for v in accept if v not in offered])  # accepted as gone
     trust.remember(source, offered)  # trust on first use: every version seen from now on
     return after
 

@@ -95,6 +95,8 @@ class Changed:
     now: str
 
     def line(self) -> str:
+        if not self.now:  # a published version gone from its index: history rewritten as surely
+            return f"{self.source}:{self.version}: no longer listed, sha256 {self.remembered[:12]} when first seen"
         return f"{self.source}:{self.version}: sha256 {self.now[:12]} now, {self.remembered[:12]} when first seen"
 
 
@@ -161,23 +163,56 @@ def _entry(line: str) -> tuple[str, str, str] | None:
     return canonical_place(where), version, digest
 
 
-def changed(source, entries: dict[str, str]) -> list[Changed]:
-    """The versions among `entries` (NAME@N -> sha256 the source says) remembered with another hash."""
-    remembered = known()
+def changed(source, entries: dict[str, str], whole: bool = False, remembered: dict | None = None) -> list[Changed]:
+    """The versions among `entries` (NAME@N -> sha256 the source says) remembered with another hash;
+    with `whole` (`entries` is the source's whole index), also each version remembered from this
+    place that the index no longer lists (its `now` empty): a published version never goes away
+    but by a rewrite, and its number would be published again over it. `remembered`: the record
+    as read before the index was (a version another process publishes meanwhile is remembered
+    after its index lists it, so a record read first never names one the index lacks)."""
+    remembered = known() if remembered is None else remembered
     where = place(source)
     out = []
     for version, digest in sorted(entries.items()):
         first = remembered.get((where, version))
         if first is not None and first != digest:
             out.append(Changed(source.name, version, first, digest))
+    if whole:
+        gone = sorted(v for (p, v) in remembered if p == where and v not in entries)
+        out += [Changed(source.name, v, remembered[(where, v)], "") for v in gone]
     return out
 
 
-def refuse_publishing(source, offered: dict[str, str], name: str) -> None:
+def forget(source, labels: list[str]) -> None:
+    """Drop remembered versions (accepted as gone from their source by the user, by name)."""
+    if not labels:
+        return
+    from filelock import FileLock, Timeout
+
+    path, where = store_file(), place(source)
+    try:
+        lock = path.with_name(path.name + ".lock")
+        _private_if_there(lock)
+        with FileLock(lock, timeout=LOCK_WAIT_S, mode=0o600):
+            current = known()
+            kept = {k: d for k, d in current.items() if not (k[0] == where and k[1] in labels)}
+            if kept != current:
+                _rewrite(path, kept, where, {})
+    except Timeout:
+        raise RecipeError(f"{path}: another recipe command holds its lock (hint: try again)") from None
+    except OSError as e:
+        raise RecipeError(f"{path}: cannot record the versions seen ({e.strerror})") from None
+
+
+def refuse_publishing(source, index, name: str) -> None:
     """Refuse to publish on top of published versions changed since this machine first saw them
     (a force-pushed remote, a directory edited in place), naming each, until the user accepts the
-    change or removes the source (docs/failure-modes.md §69)."""
-    found = changed(source, offered) if source.kind != "bundled" else []
+    change or removes the source (docs/failure-modes.md §69). `index`: reads the source's NAME@N ->
+    sha256 now."""
+    if source.kind == "bundled":
+        return
+    remembered = known()  # before the index: see changed()
+    found = changed(source, index(), whole=True, remembered=remembered)
     if not found:
         return
     if source.kind == "git":  # the reading clone stayed behind: only an update takes the remote's hash
