@@ -11,13 +11,20 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import signal
 import stat
 import subprocess
 import threading
+import time
 
 MAX_DEPTH = 64  # no metadata file the registry reads nests deeper than a handful of levels
 MAX_INT_DIGITS = 19  # past 2**63: no count, size or version in these files is that large
 MAX_BYTES = 16 << 20
+EXIT_GRACE_S = 2.0  # how long the pipe may stay open after the program exited
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class Rejected(ValueError):
@@ -100,20 +107,27 @@ def read_text(path, limit: int = MAX_BYTES) -> str:
         raise Rejected(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
-def read_json(path, limit: int = MAX_BYTES, depth: int = MAX_DEPTH):
-    return loads(read_text(path, limit), path, depth)
+def read_json(path, limit: int = MAX_BYTES, depth: int = MAX_DEPTH, nonfinite: bool = False):
+    return loads(read_text(path, limit), path, depth, nonfinite)
 
 
-def loads(text: str | bytes, where, depth: int = MAX_DEPTH):
+def loads(text: str | bytes, where, depth: int = MAX_DEPTH, nonfinite: bool = False):
     """JSON as Python reads it, less what no well-formed file of ours holds: NaN and Infinity,
-    integers past MAX_INT_DIGITS digits, floats that overflow, nesting past `depth`."""
+    integers past MAX_INT_DIGITS digits, floats that overflow, nesting past `depth`. `nonfinite`:
+    NaN and Infinity are read as Python's json.dump writes them (a policy's config.json may hold
+    one in a field the registry never reads)."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as e:
             raise Rejected(f"{where}: not UTF-8 ({e.reason} at byte {e.start})") from None
     try:
-        value = json.loads(text, parse_constant=_constant, parse_int=_int, parse_float=_float)
+        value = json.loads(
+            text,
+            parse_constant=float if nonfinite else _constant,
+            parse_int=_int,
+            parse_float=float if nonfinite else _float,
+        )
     except RecursionError:
         raise Rejected(f"{where}: nested deeper than {depth} levels") from None
     except Rejected as e:
@@ -160,33 +174,66 @@ def _float(text: str) -> float:
 
 def run_output(argv: list[str], limit: int = 1 << 20, timeout: float = 60, env=None) -> tuple[int, bytes]:
     """(exit code, stdout) of a program, its output read up to `limit` bytes and its run bounded by
-    `timeout` seconds: past either it is killed and Rejected. Its stderr is discarded."""
+    `timeout` seconds: past either it is killed and Rejected. Its stderr is discarded. It runs in a
+    session of its own, so that what it leaves behind (a child still holding the pipe, which would
+    keep the read waiting for ever) is killed with it; once it has exited, the output read within
+    EXIT_GRACE_S more is its answer."""
     try:
         proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
         )
     except (OSError, ValueError) as e:
         raise Rejected(f"{argv[0]}: cannot run it ({e})") from None
-    got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(proc.stdout.read(limit + 1)), daemon=True)
+    chunks: list[bytes] = []
+    fd = proc.stdout.fileno()
+
+    def read() -> None:
+        total = 0
+        while total <= limit:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except OSError:
+                return
+            if not chunk:
+                return
+            chunks.append(chunk)
+            total += len(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    reader.join(timeout)
+    deadline, exited = time.monotonic() + timeout, None
     try:
-        if reader.is_alive():
-            raise Rejected(f"{argv[0]}: no answer within {timeout:g} s")
-        out = got[0] if got else b""
+        while reader.is_alive():
+            reader.join(0.05)
+            now = time.monotonic()
+            if exited is None and proc.poll() is not None:
+                exited = now
+            if exited is not None and now - exited > EXIT_GRACE_S:
+                break  # it exited; what it left behind holds the pipe
+            if now > deadline:
+                raise Rejected(f"{argv[0]}: no answer within {timeout:g} s")
+        out = b"".join(chunks)
         if len(out) > limit:
             raise Rejected(f"{argv[0]}: printed more than {_size(limit)}")
         try:
-            code = proc.wait(timeout)
+            code = proc.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             raise Rejected(f"{argv[0]}: did not exit within {timeout:g} s") from None
         return code, out
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # it, and whatever it started in its session
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+        reader.join(1)
+        if not reader.is_alive():
+            proc.stdout.close()  # else the reader still holds it: closed when it returns
 
 
 def expect(value, kind, where: str, what: str):
@@ -194,6 +241,8 @@ def expect(value, kind, where: str, what: str):
     ok = isinstance(value, kind) and not (isinstance(value, bool) and kind in (int, float, (int, float)))
     if not ok:
         raise Rejected(f"{where}: {what} is {type(value).__name__}, not {_kind_name(kind)}")
+    if isinstance(value, str) and _CONTROL.search(value):  # printed later: an escape would reach the terminal
+        raise Rejected(f"{where}: {what} holds a control character ({_CONTROL.search(value).group()!r})")
     return value
 
 

@@ -239,6 +239,9 @@ WRONG_REPORTS = {
     "deep": ("[" * 100_000 + "]" * 100_000, "nested deeper than 64 levels"),
     "huge-int": ('{"python": 1' + "0" * 400 + "}", "an integer of 401 digits"),
     "not-json": ("<html>", "not JSON"),
+    # printed in doctor's summary: a terminal escape in a version reached the terminal raw
+    "escape-in-a-version": ({**GOOD, "packages": {"torch": "2.5\x1b[2J", "lerobot": "0.6.1"}}, "control character"),
+    "newline-in-python": ({**GOOD, "python": "3.12\nfake line"}, "python holds a control character"),
 }
 
 
@@ -531,3 +534,49 @@ def test_a_relative_dataset_root_is_read_where_the_trainer_reads_it(tmp_path):
     r = run_cli("doctor", *ACT, "dataset.root=data/mine", "--output-dir", str(out), "--format", "json", cwd=tmp_path)
     one_line_or_findings(r)
     assert [d["path"] for d in json.loads(r.stdout)["datasets"]] == [str(out / "data/mine/meta/info.json")]
+
+
+def test_what_a_note_quotes_is_one_printable_line(tmp_path):
+    """A hub ref holding an escape sequence, a dataset.root holding a newline: each note names what
+    it read, and was printed raw (the ref) or over two lines (the root)."""
+    home = tmp_path / "lerobot"
+    hub = home / "hub" / "datasets--org--data"
+    (hub / "refs").mkdir(parents=True)
+    (hub / "refs" / "main").write_text("\x1b]0;owned\x07abc")
+    (hub / "snapshots").mkdir()
+    report = checked(["dataset.repo_id=org/data"], env={"HF_LEROBOT_HOME": str(home)})
+    assert report.notes and "\x1b" not in "".join(report.notes), report.notes  # the ref is not followed
+    report = checked(["dataset.root='/no/such\n\nrecipe - error - fake'"])
+    _, lines = preflight.verdict(report, {})
+    printed = "\n".join(lines).splitlines()  # as the terminal shows them
+    assert len([x for x in printed if "dataset not checked" in x]) == 1
+    assert not any(x.startswith("recipe - error - fake") for x in printed), printed
+
+
+def test_a_checkpoint_config_with_nan_in_a_field_not_read_is_still_checked(tmp_path):
+    """Python's json.dump writes NaN for a float nan: a policy's config.json may hold one anywhere."""
+    folder = checkpoint(tmp_path / "ckpt", '{"dropout": NaN, "input_features": {}, "output_features": {}}')
+    from registry.run.preflight import metadata
+
+    place, features = metadata.pretrained_features(str(folder), tmp_path, {})
+    assert place == folder / "config.json" and features == {}
+
+
+def test_a_launcher_whose_python_path_has_a_space_names_it_whole(tmp_path):
+    python = tmp_path / "my envs" / "bin" / "python3"
+    launcher = tmp_path / "bin" / "accelerate"
+    launcher.parent.mkdir()
+    launcher.write_text(f"#!/bin/sh\n'''exec' \"{python}\" \"$0\" \"$@\"\n' '''\nimport sys\n")
+    assert environment.interpreter_of(str(launcher), {}) == str(python)  # it was cut at the space
+
+
+@pytest.mark.parametrize("shape", [[0, 0, 3], [10**18, 10**18, 3], [480, 0, 3]])
+def test_a_camera_of_no_pixels_or_past_any_sensor_is_not_judged(tmp_path, shape):
+    info = json.loads(json.dumps(TOY))
+    camera = next(k for k, f in info["features"].items() if f.get("dtype") in ("video", "image"))
+    info["features"][camera]["shape"] = shape
+    info["features"][camera].pop("names", None)
+    from registry.run.preflight import metadata
+
+    meta = metadata.read(dataset_with(tmp_path / "d", json.dumps(info)) / "meta" / "info.json")
+    assert camera not in [c.name for c in meta.cameras]  # a 0 x 0 camera was used, and 10**36 pixels

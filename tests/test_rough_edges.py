@@ -318,3 +318,22 @@ def test_an_extra_sbatch_line_that_sets_tasks_is_refused_however_spelt(line, ref
     recipe = compose("act/ddp/2x8xH100", ["launch.launcher=slurm", f"launch.slurm.extra={[line]!r}"])
     rules = [p.rule for p in validate(recipe.data, recipe.origins) if p.is_error]
     assert rules == (["slurm-one-task-per-node"] if refused else []), (line, rules)
+
+
+@pytest.mark.parametrize(
+    ("line", "refused"),
+    [
+        ("--gpus-per-socket=2 --sockets-per-node=2", True),  # 4 per node on an 8-GPU part: was let through
+        ("--gpus-per-so=2 --sockets-per-n=2", True),
+        ("--gpus-per-socket=4", True),  # per node: the node's socket count decides
+        ("--gpus-per-socket=4 --sockets-per-node=2", False),  # 8, as the part says
+        ("--sockets-per-node=2", False),
+    ],
+)
+def test_gpus_per_socket_are_counted_per_node_or_refused(line, refused):
+    from registry.compose import compose
+    from registry.validate import validate
+
+    recipe = compose("act/ddp/2x8xH100", ["launch.launcher=slurm", f"launch.slurm.extra={[line]!r}"])
+    rules = [p.rule for p in validate(recipe.data, recipe.origins) if p.is_error]
+    assert rules == (["engine-counts"] if refused else []), (line, rules)

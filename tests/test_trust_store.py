@@ -213,11 +213,14 @@ def test_canonical_place_spells_each_place_once(tmp_path, monkeypatch):
         "https://other/org/r.git": "other/org/r",
         "https://host/Org/r.git": "host/Org/r",  # a path's case is the server's to judge
         "ssh://git@[::1]:2222/org/r.git": "[::1]/org/r",
-        "file://elsewhere/x/r.git": "elsewhere/x/r",
     }
     for spelling, expected in others.items():
         assert trust.canonical_place(spelling) == expected, spelling
     assert len({trust.canonical_place(s) for s in [local, *others]}) == 1 + len(others)
+    # git reads a file:// URL's path and ignores its host: every host names this machine's folder
+    for host in ("elsewhere", "127.0.0.1", "EVIL.example", "user@host:22"):
+        assert trust.canonical_place(f"file://{host}{repo}") == trust.canonical_place(str(repo)), host
+    assert trust.canonical_place("https://github.com./org/r") == "github.com/org/r"  # the root's dot
 
 
 def test_a_store_written_with_another_spelling_is_read_canonically(store, tmp_path):

@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -183,3 +184,23 @@ def test_expect_names_what_was_wanted():
         untrusted.expect(True, int, "f", "count")
     with pytest.raises(Rejected, match="f: v is str, not an integer or a number"):
         untrusted.expect("1", (int, float), "f", "v")
+
+
+def test_a_child_left_holding_the_pipe_neither_hangs_the_answer_nor_outlives_it(tmp_path):
+    """A program that prints its answer and exits, leaving a background child with its stdout: the
+    read waited for the child (300 s, past any limit). The answer is taken once the program has
+    exited, and the child is killed with its session."""
+    pid_file = tmp_path / "child.pid"
+    script = "echo '{\"ok\": 1}'; (sleep 300 & echo $! > " + str(pid_file) + "); exit 0"
+    started = time.monotonic()
+    code, out = _quick(untrusted.run_output, ["bash", "-c", script], timeout=30, limit=10.0)
+    assert (code, out) == (0, b'{"ok": 1}\n')
+    assert time.monotonic() - started < untrusted.EXIT_GRACE_S + 3
+    child = int(pid_file.read_text())
+    for _ in range(50):  # killed, and reaped by init: gone from the process table
+        stat = Path(f"/proc/{child}/stat")
+        if not stat.exists() or "Z" in stat.read_text().split()[2]:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the child {child} outlived the call")

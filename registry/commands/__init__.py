@@ -100,12 +100,15 @@ def number(kind: type, least: float, *, above: bool = False):
     what = "a whole number" if kind is int else "a number"
 
     def parse(text: str):
+        shown = repr(text if len(text) <= 24 else text[:20] + "...")  # 5,000 digits are not echoed
         try:
             value = kind(text)
         except ValueError:
-            raise _refused(f"{text!r} is not {what} (hint: {what} {said})") from None
+            raise _refused(f"{shown} is not {what} (hint: {what} {said})") from None
+        if isinstance(value, int) and not -(2**63) < value < 2**63:  # math.isfinite overflows past 1e308
+            raise _refused(f"{shown}: out of range (hint: {what} {said}, below 2**63)")
         if not math.isfinite(value) or value < least or (above and value == least):
-            raise _refused(f"{text!r}: must be {what} {said}")
+            raise _refused(f"{shown}: must be {what} {said}")
         return value
 
     parse.__name__ = kind.__name__  # argparse names the type in its own messages

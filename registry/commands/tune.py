@@ -36,9 +36,16 @@ def register(subparsers) -> None:
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     p.add_argument("--backends", help="comma-separated backend parts (default: every backend the rules allow)")
     p.add_argument("--global-batch", type=number(int, 1), help="samples per optimizer step (default: the recipe's)")
-    p.add_argument("--budget", type=number(float, 0, above=True), metavar="MINUTES", help="launch no new run after this many minutes")
+    p.add_argument(
+        "--budget",
+        type=number(float, 0, above=True),
+        metavar="MINUTES",
+        help="launch no new run after this many minutes",
+    )
     p.add_argument("--objective", choices=("samples_per_s",), default="samples_per_s")
-    p.add_argument("--steps", type=number(int, 1), default=3, help="measured steps of the first rung (default 3; x3 each rung)")
+    p.add_argument(
+        "--steps", type=number(int, 1), default=3, help="measured steps of the first rung (default 3; x3 each rung)"
+    )
     p.add_argument("--warmup", type=number(int, 0), default=2, help="steps before measuring, every rung (default 2)")
     p.add_argument(
         "--tie-runs",

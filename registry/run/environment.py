@@ -49,8 +49,8 @@ def interpreter_of(program: str, env: dict[str, str]) -> str | None:
     if words and os.path.basename(words[0]).startswith("python"):
         return words[0]
     if len(head) > 1:  # pip's launcher for long paths: '''exec' "/path/to/python" "$0" "$@"
-        match = re.match(r"""^'''exec' "?([^"\s]+)"?""", head[1])
-        return match.group(1) if match else None
+        match = re.match(r"""^'''exec' (?:"([^"]+)"|(\S+))""", head[1])  # quoted: a path with spaces
+        return (match.group(1) or match.group(2)) if match else None
     return None
 
 

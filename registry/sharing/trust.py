@@ -54,8 +54,8 @@ _SCP = re.compile(r"(?:[^@/]*@)?(\[[^\]/]*\]|[^:/\[]+):(.*)", re.S)
 def canonical_place(location: str) -> str:
     """One spelling per place, so that a version refused under one spelling of a source is
     refused under every other (docs/failure-modes.md §69): a local repository or directory as its
-    absolute path with links, `.`, `..` and a trailing slash or `/.git` resolved (a file:// URL,
-    file://localhost/ included, is its path); a remote as HOST/PATH, whatever the scheme (ssh,
+    absolute path with links, `.`, `..` and a trailing slash or `/.git` resolved (a file:// URL is
+    its path, whatever host it names: git ignores it); a remote as HOST/PATH, whatever the scheme (ssh,
     https, git, scp-like), the user and the port, the host in lower case, without `.git` or a
     trailing slash."""
     text = location.strip()
@@ -63,7 +63,7 @@ def canonical_place(location: str) -> str:
     if url:
         scheme, rest = url[1].lower(), url[2]
         authority, _, path = rest.partition("/")
-        if scheme == "file" and authority.lower() in ("", "localhost"):
+        if scheme == "file":  # git reads the path of a file:// URL and ignores any host in it
             return _local(unquote("/" + path))
         host = authority.rpartition("@")[2]
         host = host[: host.index("]") + 1] if host.startswith("[") and "]" in host else host.partition(":")[0]
@@ -82,7 +82,7 @@ def _local(path: str) -> str:
 def _remote(host: str, path: str) -> str:
     path = posixpath.normpath("/" + unquote(path).lstrip("/"))  # `//`, `.`, `..` and a trailing /
     path = path.removesuffix(".git").rstrip("/") or "/"
-    return host.lower() + path
+    return host.lower().rstrip(".") + path  # `github.com.` is `github.com` to DNS
 
 
 @dataclass(frozen=True)

@@ -149,6 +149,14 @@ def slurm_counts(text: str) -> dict[str, str]:
             counts["gpus_per_task"] = value.split(":")[-1]
         elif key == "--tres-per-task" and (gres := _gres_gpus(value.replace("gres/", ""))) is not None:
             counts["gpus_per_task"] = gres  # --tres-per-task=gres/gpu:4 is --gpus-per-task=4
+        elif key in ("--gpus-per-socket", "--sockets-per-node"):
+            counts[key[2:].replace("-", "_")] = value.split(":")[-1]
+    per_socket, sockets = counts.pop("gpus_per_socket", None), counts.pop("sockets_per_node", None)
+    if per_socket is not None:  # GPUs per node = per socket x sockets, where the file says both
+        both = per_socket.isdigit() and sockets is not None and sockets.isdigit()
+        counts["gpus_per_node" if both else "gpus_per_socket"] = (
+            str(int(per_socket) * int(sockets)) if both else per_socket
+        )
     return counts
 
 
@@ -219,6 +227,12 @@ def disagreements(doc) -> list[tuple[str, str]]:
     }
     out = []
     for key, value in counts.items():
+        if key == "gpus_per_socket":  # without --sockets-per-node the count is the node's to decide
+            out.append(
+                (field, f"{name} asks for {value} GPUs per socket, a count per node this file does not fix"
+                 f" (the hardware part has {want['gpus_per_node']} per node; use --gpus-per-node)")
+            )  # fmt: skip
+            continue
         if key == "gpus_per_node" and value == "0" and want[key] == "0":
             continue
         if value != want[key]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from registry import view
-from registry.errors import Exit, Problem, RecipeError
+from registry.errors import Exit, Problem, RecipeError, printable
 from registry.run.preflight import data, hostchecks, metadata, rules
 from registry.run.preflight.host import HostFacts
 from registry.run.preflight.metadata import DatasetMeta
@@ -121,7 +121,8 @@ def verdict(report: Report, waived: dict[str, str]) -> tuple[list[Problem], list
             lines.append(p.render())
             if p.is_error:
                 blocking.append(p)
-    lines += [f"recipe: note: {note}" for note in report.notes]
+    # a note quotes paths and what files hold: one line each, no terminal control characters
+    lines += [f"recipe: note: {printable(note, keep='')}" for note in report.notes]
     return blocking, lines
 
 

@@ -8,6 +8,7 @@ do not run.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,6 +74,10 @@ def lerobot_home(env: dict[str, str]) -> Path:
     return Path(cache) / "huggingface" / "lerobot"
 
 
+MAX_SIDE = 1 << 16  # pixels: past any camera a robot carries
+_REF = re.compile(r"[0-9A-Za-z_.-]{1,128}")  # a commit as the hub cache names its snapshot folders
+
+
 def candidates(entry: dict, base: Path | None, env: dict[str, str]) -> list[Path]:
     """Where a dataset entry's info.json would be, in the order LeRobot looks: `root` when given
     (relative to `base`, the folder the trainer runs in; None for a run folder not made yet); else the repo's folder in LeRobot's
@@ -98,7 +103,7 @@ def candidates(entry: dict, base: Path | None, env: dict[str, str]) -> list[Path
     try:
         if ref.is_file():
             commit = untrusted.read_text(ref, REF_MAX_BYTES).strip()
-            snapshots = [hub / "snapshots" / commit] if commit and "/" not in commit and commit != ".." else []
+            snapshots = [hub / "snapshots" / commit] if _REF.fullmatch(commit) and commit.strip(".") else []
         elif (hub / "snapshots").is_dir():
             snapshots = sorted((hub / "snapshots").iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)
     except (OSError, untrusted.Rejected):
@@ -154,8 +159,8 @@ def read(path: Path) -> DatasetMeta:
 def _height_width(shape: list, names) -> tuple[int, int] | None:
     """(height, width) of an image feature: by its axis names where it has them (LeRobot writes
     [height, width, channels]), else channels last unless the first axis looks like channels."""
-    if len(shape) != 3 or not all(_count(n) for n in shape):
-        return None
+    if len(shape) != 3 or not all(_count(n) and 0 < n <= MAX_SIDE for n in shape):
+        return None  # no camera is 0 pixels wide or wider than MAX_SIDE: not an image we can judge
     if isinstance(names, list) and len(names) == 3:
         axes = [str(n).lower() for n in names]
         if "height" in axes and "width" in axes:
@@ -192,7 +197,7 @@ def pretrained_features(path: str | None, base: Path | None, env: dict[str, str]
         if not os.path.lexists(place):
             continue
         try:
-            config = untrusted.read_json(place, CONFIG_MAX_BYTES)
+            config = untrusted.read_json(place, CONFIG_MAX_BYTES, nonfinite=True)  # the shapes are checked
         except untrusted.Rejected as e:
             raise Unreadable(str(e)) from None
         if not isinstance(config, dict):
