@@ -297,11 +297,17 @@ class _Walker:
         if kind == "bool" and text.lower() in _BOOLS:
             return _BOOLS[text.lower()]
         try:
-            if kind == "int":
-                return int(text)  # decimal only: 0x10 and 017 resolve as text
+            if kind == "int":  # decimal only: 0x10 and 017 resolve as text; !!int 1_0 or full-width
+                if not re.fullmatch(r"[-+]?[0-9]+", text):  # digits are no YAML 1.2 integer either
+                    raise ValueError("not a decimal integer")
+                return int(text)
             if kind == "float":
                 special = text.lower()  # .inf, -.inf, .nan: refused by value() with its own message
-                return float(special.replace(".", "")) if special.lstrip("+-") in (".inf", ".nan") else float(text)
+                if special.lstrip("+-") in (".inf", ".nan"):
+                    return float(special.replace(".", ""))
+                if not re.fullmatch(r"[-+]?(?:\.[0-9]+|[0-9]+\.?[0-9]*)(?:[eE][-+]?[0-9]+)?", text):
+                    raise ValueError("not a decimal number")
+                return float(text)
         except ValueError as e:  # an explicit tag on other text, or an integer past Python's 4300 digits
             why = f": {str(e).split(';')[0]}"
         else:

@@ -172,12 +172,12 @@ def _float(text: str) -> float:
     return value
 
 
-def run_output(argv: list[str], limit: int = 1 << 20, timeout: float = 60, env=None) -> tuple[int, bytes]:
+def run_output(argv: list[str], limit: int = 1 << 20, timeout: float = 60, env=None, cwd=None) -> tuple[int, bytes]:
     """(exit code, stdout) of a program, its output read up to `limit` bytes and its run bounded by
     `timeout` seconds: past either it is killed and Rejected. Its stderr is discarded. It runs in a
     session of its own, so that what it leaves behind (a child still holding the pipe, which would
-    keep the read waiting for ever) is killed with it; once it has exited, the output read within
-    EXIT_GRACE_S more is its answer."""
+    keep the read waiting for ever) is killed with it, unless it left the session; once it has
+    exited, the output read within EXIT_GRACE_S more is its answer."""
     try:
         proc = subprocess.Popen(
             argv,
@@ -185,6 +185,7 @@ def run_output(argv: list[str], limit: int = 1 << 20, timeout: float = 60, env=N
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=env,
+            cwd=cwd,
             start_new_session=True,
         )
     except (OSError, ValueError) as e:

@@ -9,10 +9,11 @@ schema, import neither torch, accelerate nor deepspeed.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from registry import __version__
-from registry.errors import Exit, RecipeError
+from registry.errors import Exit, RecipeError, printable
 from registry.names import is_override
 
 # (verb, module) in the order `recipe --help` shows them. A verb's module is imported when the
@@ -79,6 +80,19 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         sys.stderr.close()  # the reader went away (`recipe list | head`)
         return Exit.OK
+    except OSError as e:  # a place the file system refuses (a directory or a loop where a file goes)
+        print(f"recipe: error: {_os_error(e)}", file=sys.stderr)
+        return Exit.INVALID
+    except RuntimeError as e:
+        if not str(e).startswith("Symlink loop"):  # pathlib's resolve() says a loop so, before 3.13
+            raise
+        print(f"recipe: error: {printable(str(e), keep='')} (hint: remove the loop)", file=sys.stderr)
+        return Exit.INVALID
+
+
+def _os_error(e: OSError) -> str:
+    where = " -> ".join(printable(str(f), keep="") for f in (e.filename, e.filename2) if f is not None)
+    return f"{where}: {e.strerror or e}" if where else str(e.strerror or e)
 
 
 # What number() refused: the parser says it in one line, without the usage (_Parser.error).
@@ -88,6 +102,12 @@ _REFUSED: set[str] = set()
 def _refused(message: str) -> argparse.ArgumentTypeError:
     _REFUSED.add(message)
     return argparse.ArgumentTypeError(message)
+
+
+_PLAIN = {  # numbers as a person types them: ASCII digits, no `_` separators
+    int: re.compile(r"[-+]?[0-9]+"),
+    float: re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:nan|inf|infinity)", re.I),
+}
 
 
 def number(kind: type, least: float, *, above: bool = False):
@@ -102,6 +122,8 @@ def number(kind: type, least: float, *, above: bool = False):
     def parse(text: str):
         shown = repr(text if len(text) <= 24 else text[:20] + "...")  # 5,000 digits are not echoed
         try:
+            if not _PLAIN[kind].fullmatch(text.strip()):  # int() takes 1_0 and full-width digits
+                raise ValueError(text)
             value = kind(text)
         except ValueError:
             raise _refused(f"{shown} is not {what} (hint: {what} {said})") from None

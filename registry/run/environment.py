@@ -17,6 +17,7 @@ import re
 import shlex
 import shutil
 import sys
+import tempfile
 import time
 from functools import cache
 from pathlib import Path
@@ -29,6 +30,8 @@ from registry.run import probe
 # (registry/run/envlock.py) and asked of the trainer's Python together with its own package
 RECORDED = ("torch", "accelerate", "deepspeed", "transformers")
 ASK_TIMEOUT_S = 60
+# the second line of a relocatable console script: python is found beside the script's real path
+RELOCATABLE = '\'\'\'exec\' "$(dirname -- "$(realpath -- "$0")")"/\''
 ASK_MAX_BYTES = 1 << 20  # the probe's report is a few hundred bytes
 HEAD_BYTES = 512  # a launcher's #! line, and the line after it (pip's trampoline for long paths)
 
@@ -44,10 +47,15 @@ def interpreter_of(program: str, env: dict[str, str]) -> str | None:
     if not head or not head[0].startswith("#!"):
         return None
     words = head[0][2:].split()
-    if words and words[0].endswith("/env") and len(words) > 1:
+    if words and words[0].endswith("/env") and len(words) > 2 and words[1] == "-S":
+        words = words[2:]  # `#!/usr/bin/env -S python -u`: env splits the rest into the command
+    elif words and words[0].endswith("/env") and len(words) > 1:
         return shutil.which(words[1], path=env.get("PATH")) if words[1].startswith("python") else None
     if words and os.path.basename(words[0]).startswith("python"):
         return words[0]
+    if len(head) > 1 and head[1].startswith(RELOCATABLE):  # uv's and pip's relocatable launcher:
+        name = head[1][len(RELOCATABLE) :].split("'")[0]  # the python beside the script, links resolved
+        return os.path.join(os.path.dirname(os.path.realpath(found)), name) if name.startswith("python") else None
     if len(head) > 1:  # pip's launcher for long paths: '''exec' "/path/to/python" "$0" "$@"
         match = re.match(r"""^'''exec' (?:"([^"]+)"|(\S+))""", head[1])  # quoted: a path with spaces
         return (match.group(1) or match.group(2)) if match else None
@@ -68,9 +76,12 @@ def _ask(python: str, packages: tuple[str, ...]) -> dict:
     # its output is read capped in bytes and time, and checked field by field: a broken or hostile
     # interpreter is one line, never a traceback or memory without end (docs/failure-modes.md §70)
     try:
-        code, out = untrusted.run_output(
-            [python, "-c", _probe_source(), *packages], limit=ASK_MAX_BYTES, timeout=ASK_TIMEOUT_S
-        )
+        # `python -c` puts its working folder first on sys.path: asked from an empty folder, a
+        # module planted where the user stands (a run folder from elsewhere) is never imported
+        with tempfile.TemporaryDirectory(prefix="recipe-ask-") as empty:
+            code, out = untrusted.run_output(
+                [python, "-c", _probe_source(), *packages], limit=ASK_MAX_BYTES, timeout=ASK_TIMEOUT_S, cwd=empty
+            )
         if not out.strip():
             raise untrusted.Rejected(f"it exited with code {code} and printed no report")
         return answer(untrusted.loads(out, "its report"), "its report")
@@ -89,12 +100,14 @@ def answer(found, where: str) -> dict:
     out = {"python": expect(found.get("python"), str, where, "python")}
     out["packages"] = expect(found.get("packages"), dict, where, "packages")
     for name, version in out["packages"].items():
+        expect(name, str, where, "a package's name")  # printed by verify and doctor as it is
         _optional(version, str, where, f"packages.{name}")
     for key in ("torch_cuda", "nccl"):
         out[key] = _optional(found.get(key), str, where, key)
     if found.get("extras") is not None:
         out["extras"] = expect(found["extras"], dict, where, "extras")
         for name, needs in out["extras"].items():
+            expect(name, str, where, "an extra's name")
             for i, need in enumerate(_optional(needs, list, where, f"extras.{name}") or ()):
                 at = f"extras.{name}[{i}]"
                 expect(need, dict, where, at)

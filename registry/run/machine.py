@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -11,7 +10,10 @@ from dataclasses import dataclass
 
 from registry import view
 from registry.compose import catalog
+from registry.errors import printable
 from registry.topology import nodes
+
+NVIDIA_SMI_MAX_BYTES = 1 << 20  # a line per GPU: a few KiB on the largest host
 
 LOOPBACK = ("127.0.0.1", "localhost")
 
@@ -26,25 +28,35 @@ class GPU:
 def gpus() -> list[GPU]:
     """The GPUs this process may use: nvidia-smi lists every GPU of the host, so those that
     CUDA_VISIBLE_DEVICES (indices or UUIDs) leaves out are dropped, as the ranks would not see them."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,uuid,name,memory.total,driver_version", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
+    from registry import untrusted
+
+    query = ["nvidia-smi", "--query-gpu=index,uuid,name,memory.total,driver_version", "--format=csv,noheader,nounits"]
+    try:  # an nvidia-smi on PATH is a program like any other: its output capped, in time (§68)
+        code, raw = untrusted.run_output(query, limit=NVIDIA_SMI_MAX_BYTES, timeout=20)
+    except untrusted.Rejected:
         return []
+    if code != 0:
+        return []
+    out = printable(raw.decode("utf-8", "replace"), keep="\n")
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     wanted = None if visible is None else {v.strip() for v in visible.split(",") if v.strip()}
     found = []
     for line in out.strip().splitlines():
         index, uuid, rest = (line.split(",", 2) + ["", ""])[:3]
         name, memory, driver = _last_two(rest)
-        if name and (wanted is None or index.strip() in wanted or uuid.strip() in wanted):
-            found.append(GPU(name.strip(), int(float(memory.strip() or 0)), driver.strip()))
+        mib = _mib(memory)
+        if name and mib is not None and (wanted is None or index.strip() in wanted or uuid.strip() in wanted):
+            found.append(GPU(name.strip(), mib, driver.strip()))
     return found
+
+
+def _mib(text: str) -> int | None:
+    """A GPU's memory as nvidia-smi prints it ('81559', '[N/A]' on some), None where it is no size."""
+    try:
+        value = float(text.strip() or 0)
+    except ValueError:
+        return None
+    return int(value) if 0 <= value < 1 << 40 else None  # NaN, inf and 1e400 fail the comparison
 
 
 def gpus_soon() -> Callable[[], list[GPU]]:

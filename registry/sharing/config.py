@@ -32,6 +32,8 @@ def cache_dir() -> Path:
 def entries() -> list[dict]:
     path = config_file()
     if not path.is_file():
+        if os.path.lexists(path):  # a folder or a FIFO where the config goes: said, not taken for none
+            load_file(path)  # the loader's guarded read names what it is
         return []
     data = load_file(path).data
     found = data.get("sources", [])

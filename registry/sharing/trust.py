@@ -80,6 +80,8 @@ def _local(path: str) -> str:
 
 
 def _remote(host: str, path: str) -> str:
+    # scp-like `host:org/r` is `host/org/r`, as every hosting service reads it (and https spells it);
+    # a plain ssh server reads it from the login's home, `ssh://host/~/org/r`, which stays apart
     path = posixpath.normpath("/" + unquote(path).lstrip("/"))  # `//`, `.`, `..` and a trailing /
     path = path.removesuffix(".git").rstrip("/") or "/"
     return host.lower().rstrip(".") + path  # `github.com.` is `github.com` to DNS
@@ -128,6 +130,16 @@ def _private(path: Path, st: os.stat_result) -> None:
         )
     if st.st_mode & 0o022:
         raise NotPrivate(f"{path}: is writable by others (mode {st.st_mode & 0o7777:04o}); hint: chmod 600 {path}")
+    folder = path.parent
+    try:
+        mode = os.stat(folder).st_mode
+    except OSError:
+        return
+    if mode & 0o002 and not mode & stat.S_ISVTX:  # anyone may replace the file there (/tmp is sticky)
+        raise NotPrivate(
+            f"{path}: its folder {folder} is writable by everyone (mode {mode & 0o7777:04o}), so anyone can "
+            f"replace it; hint: chmod o-w {folder}, or RECIPE_KNOWN_VERSIONS a file in a folder of your own"
+        )
 
 
 @lru_cache(maxsize=4)
@@ -160,7 +172,10 @@ def _entry(line: str) -> tuple[str, str, str] | None:
         return None
     if not (_VERSION.fullmatch(version) and _SHA256.fullmatch(digest)):
         return None
-    return canonical_place(where), version, digest
+    try:
+        return canonical_place(where), version, digest
+    except ValueError:  # a NUL or a lone surrogate: no path, no place (UnicodeError is a ValueError)
+        return None
 
 
 def changed(source, entries: dict[str, str], whole: bool = False, remembered: dict | None = None) -> list[Changed]:
@@ -273,9 +288,9 @@ def remember(source, entries: dict[str, str], replace: bool = False) -> None:
                 _rewrite(path, current, where, entries)
             elif new:
                 # the user's own record, as _rewrite leaves it: another user must not add hashes to it
-                with os.fdopen(
-                    os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a", encoding="utf-8"
-                ) as f:
+                with os.fdopen(os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600), "a+", encoding="utf-8") as f:
+                    if _unterminated(f):  # a line cut off by a crash, or edited by hand: kept apart
+                        f.write("\n")
                     for version, digest in sorted(new.items()):
                         f.write(json.dumps({"place": where, "version": version, "sha256": digest}) + "\n")
                     f.flush()
@@ -284,6 +299,14 @@ def remember(source, entries: dict[str, str], replace: bool = False) -> None:
         raise RecipeError(f"{path}: another recipe command holds its lock (hint: try again)") from None
     except OSError as e:
         raise RecipeError(f"{path}: cannot record the versions seen ({e.strerror})") from None
+
+
+def _unterminated(f) -> bool:
+    """Whether the open store's last byte is not a newline (an append would join its line)."""
+    size = os.fstat(f.fileno()).st_size
+    if not size:
+        return False
+    return os.pread(f.fileno(), 1, size - 1) != b"\n"
 
 
 def _private_if_there(path: Path) -> None:

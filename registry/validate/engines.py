@@ -127,7 +127,7 @@ def _read_options(words: list[str]) -> list[tuple[str, str]]:
 def _gres_gpus(value: str) -> str | None:
     """--gres=gpu:8 or gpu:h100:8 -> '8' (a gres list may name other resources too)."""
     for item in value.split(","):
-        parts = item.split(":")
+        parts = item.replace("=", ":").split(":")  # gres/gpu=4, as --tres-per-task writes it
         if parts[0] == "gpu":
             return parts[-1] if len(parts) > 1 and parts[-1].isdigit() else "1"
     return None
@@ -137,8 +137,9 @@ def slurm_counts(text: str) -> dict[str, str]:
     """What the allocation gets: the last of each count's spellings wins, as it does for sbatch."""
     counts = {}
     for key, value in sbatch_options(text):
-        if key == "--nodes":
-            counts["nodes"] = value
+        if key == "--nodes":  # MIN-MAX: a range of one count is that count
+            low, dash, high = value.partition("-")
+            counts["nodes"] = low if dash and low == high else value
         elif key == "--gpus-per-node":
             counts["gpus_per_node"] = value.split(":")[-1]
         elif key == "--gres" and (gres := _gres_gpus(value)) is not None:

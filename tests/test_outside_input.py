@@ -1,0 +1,182 @@
+"""A second held-out round against what comes from outside (issue 41), each case as it was found:
+the probe asked from an empty folder, the record of versions appended after a line without its
+newline, nvidia-smi read as any program, names and places that no terminal or path can hold,
+numbers as a person types them, the file system's refusals in one line, and the legitimate
+launchers and sbatch spellings that were refused (docs/failure-modes.md §68)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+from registry.errors import RecipeError
+from registry.load import load_file
+from registry.run import environment, machine
+from registry.sharing import sources, trust
+
+H1, H2 = "1" * 64, "2" * 64
+
+
+def test_the_trainers_python_is_asked_from_an_empty_folder(tmp_path, monkeypatch):
+    """`python -c` imports from its working folder first: a json.py planted where the user stands
+    (a run folder copied from elsewhere) ran inside `recipe verify`."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "json.py").write_text(f"open({str(tmp_path / 'PLANTED')!r}, 'w').close()\n")
+    (tmp_path / "importlib").mkdir()
+    (tmp_path / "importlib" / "__init__.py").write_text(f"open({str(tmp_path / 'PLANTED2')!r}, 'w').close()\n")
+    found = environment.ask(sys.executable, "no-such-package-asked-from-here")
+    assert found["packages"]["no-such-package-asked-from-here"] is None
+    assert not (tmp_path / "PLANTED").exists() and not (tmp_path / "PLANTED2").exists()
+
+
+def test_a_sighting_appended_after_a_line_without_its_newline_stays_its_own(tmp_path, monkeypatch):
+    store = tmp_path / "known.jsonl"
+    monkeypatch.setenv("RECIPE_KNOWN_VERSIONS", str(store))
+    source = sources.Source("team", tmp_path / "team", "path", str(tmp_path / "team"))
+    (tmp_path / "team").mkdir()
+    where = trust.place(source)
+    store.write_text(json.dumps({"place": where, "version": "exp/x@1", "sha256": H1}))  # no newline
+    store.chmod(0o600)
+    trust.remember(source, {"exp/y@1": H2})
+    assert trust.known() == {(where, "exp/x@1"): H1, (where, "exp/y@1"): H2}  # the first was fused away
+    store.write_text(store.read_text() + '{"place": "' + where + '", "vers')  # a crash mid-append
+    trust.remember(source, {"exp/z@1": H1})
+    assert trust.known()[(where, "exp/z@1")] == H1 and len(trust.known()) == 3
+
+
+@pytest.mark.parametrize("place", ["/tmp/a\x00b", "file:///tmp/a%00b", "/tmp/\ud800"])
+def test_a_sighting_whose_place_no_path_can_be_is_skipped(tmp_path, monkeypatch, place):
+    store = tmp_path / "known.jsonl"
+    monkeypatch.setenv("RECIPE_KNOWN_VERSIONS", str(store))
+    line = json.dumps({"place": place, "version": "exp/x@1", "sha256": H1})  # \ud800 as JSON writes it
+    good = json.dumps({"place": "/elsewhere", "version": "exp/x@1", "sha256": H2})
+    store.write_text(line + "\n" + good + "\n")
+    store.chmod(0o600)
+    assert trust.known() == {("/elsewhere", "exp/x@1"): H2}  # it was a ValueError on every command
+
+
+def test_a_store_in_a_folder_anyone_can_write_is_refused_and_a_sticky_one_is_not(tmp_path, monkeypatch):
+    folder = tmp_path / "open"
+    folder.mkdir()
+    store = folder / "known.jsonl"
+    store.write_text("")
+    store.chmod(0o600)
+    monkeypatch.setenv("RECIPE_KNOWN_VERSIONS", str(store))
+    folder.chmod(0o777)
+    with pytest.raises(RecipeError, match=r"writable by everyone .*anyone can replace it"):
+        trust.known()
+    folder.chmod(0o777 | stat.S_ISVTX)  # as /tmp: only the owner may replace the file
+    assert trust.known() == {}
+
+
+def nvidia_smi(tmp_path: Path, body: str) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\n{body}\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+@pytest.mark.parametrize("memory", ["nan", "inf", "1e400", "-5"])
+def test_an_nvidia_smi_memory_that_is_no_size_drops_that_gpu(tmp_path, monkeypatch, memory):
+    env = nvidia_smi(
+        tmp_path, f"echo '0, GPU-1, NVIDIA H100, {memory}, 550.54'; echo '1, GPU-2, NVIDIA H100, 81559, 550.54'"
+    )
+    monkeypatch.setenv("PATH", env["PATH"])
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert machine.gpus() == [machine.GPU("NVIDIA H100", 81559, "550.54")]  # was a ValueError or OverflowError
+
+
+def test_an_nvidia_smi_that_floods_or_prints_escapes_is_read_bounded_and_escaped(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("PATH", nvidia_smi(tmp_path, "yes '0, GPU-1, NVIDIA H100, 81559, 550'")["PATH"])
+    assert machine.gpus() == []  # past the cap: no answer, never gigabytes held
+    (tmp_path / "bin" / "nvidia-smi").write_text(
+        "#!/bin/sh\nprintf '0, GPU-1, NVIDIA \\033]0;x\\007H100, 81559, 550\\033[31m\\n'\n"
+    )
+    (found,) = machine.gpus()
+    assert "\x1b" not in found.name + found.driver and "\x07" not in found.name, found
+
+
+def test_a_package_name_the_interpreter_reports_holds_no_control_character(tmp_path):
+    report = {
+        "python": "3.12.1",
+        "packages": {"torch": "2.5.1", "evil\x1b]0;x\x07": "1"},
+        "torch_cuda": None,
+        "nccl": None,
+    }
+    (tmp_path / "r.json").write_text(json.dumps(report))
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\ncat {tmp_path / 'r.json'}\n")
+    python.chmod(0o755)
+    with pytest.raises(RecipeError, match="a package's name holds a control character"):
+        environment.ask(str(python), "lerobot")
+
+
+@pytest.mark.parametrize("text", ["１０", "1_0", "٤", "१०", "0_0", "1_0.5", "０.５"])
+def test_a_number_option_takes_ascii_digits_only(text):
+    for argv in (["tune", "tiny/ddp/cpu", "--global-batch", text], ["tune", "tiny/ddp/cpu", "--budget", text]):
+        r = run_cli(*argv, timeout=30)
+        assert r.returncode == 2 and "is not a" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.mark.parametrize("value", ["!!int 1_0", "!!int １０", "!!float 1_0.5", "!!float ０.５"])
+def test_an_explicit_tag_takes_yaml_1_2s_decimal_numbers_only(tmp_path, value):
+    (tmp_path / "r.yaml").write_text(f"train:\n  seed: {value}\n")
+    with pytest.raises(RecipeError, match=r"is not an? (integer|number)"):
+        load_file(tmp_path / "r.yaml")
+    (tmp_path / "r.yaml").write_text("train:\n  seed: !!int 10\n  lr: !!float 1.5e-3\n")
+    assert load_file(tmp_path / "r.yaml").data == {"train": {"seed": 10, "lr": 1.5e-3}}
+
+
+def test_the_file_system_refusing_a_write_is_one_line(tmp_path):
+    config = tmp_path / "sources.yaml"
+    config.mkdir()  # a folder where the config goes
+    env = {"RECIPE_CONFIG": str(config), "RECIPE_CACHE": str(tmp_path / "cache")}
+    (tmp_path / "team").mkdir()
+    r = run_cli("source", "add", "team", str(tmp_path / "team"), env=env)
+    assert r.returncode != 0 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = run_cli("source", "list", env=env)  # it read as no sources, silently
+    assert r.returncode == 2 and f"{config}: a directory, not a file" in r.stderr, r.stderr
+    config.rmdir()
+    config.symlink_to(config)
+    r = run_cli("source", "list", env=env)
+    assert r.returncode != 0 and "Symlink loop" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_relocatable_and_env_dash_s_launchers_name_their_python(tmp_path):
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    launcher = venv / "accelerate"
+    launcher.write_text(
+        "#!/bin/sh\n'''exec' \"$(dirname -- \"$(realpath -- \"$0\")\")\"/'python' \"$0\" \"$@\"\n' '''\nimport sys\n"
+    )
+    link = tmp_path / "accelerate"
+    link.symlink_to(launcher)
+    assert environment.interpreter_of(str(link), {}) == str(venv / "python")  # was `$(dirname --`
+    launcher.write_text("#!/usr/bin/env -S /opt/py/bin/python3 -u\nimport sys\n")
+    assert environment.interpreter_of(str(launcher), {}) == "/opt/py/bin/python3"  # was "not Python"
+
+
+@pytest.mark.parametrize(
+    ("line", "refused"),
+    [
+        ("--nodes=2-2", False),
+        ("--nodes=2-4", True),
+        ("--tres-per-task=gres/gpu=4", True),
+        ("--tres-per-task=gres/gpu=8", False),
+    ],
+)
+def test_sbatch_ranges_and_tres_spellings_are_counted(line, refused):
+    from registry.compose import compose
+    from registry.validate import validate
+
+    recipe = compose("act/ddp/2x8xH100", ["launch.launcher=slurm", f"launch.slurm.extra={[line]!r}"])
+    rules = [p.rule for p in validate(recipe.data, recipe.origins) if p.is_error]
+    assert rules == (["engine-counts"] if refused else []), (line, rules)
