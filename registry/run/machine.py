@@ -31,7 +31,7 @@ def gpus() -> list[GPU]:
     from registry import untrusted
 
     query = ["nvidia-smi", "--query-gpu=index,uuid,name,memory.total,driver_version", "--format=csv,noheader,nounits"]
-    try:  # an nvidia-smi on PATH is a program like any other: its output capped, in time (§68)
+    try:  # an nvidia-smi on PATH is a program like any other: its output capped, in time (docs/failure-modes.md §68)
         code, raw = untrusted.run_output(query, limit=NVIDIA_SMI_MAX_BYTES, timeout=20)
     except untrusted.Rejected:
         return []
