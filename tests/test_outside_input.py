@@ -180,3 +180,72 @@ def test_sbatch_ranges_and_tres_spellings_are_counted(line, refused):
     recipe = compose("act/ddp/2x8xH100", ["launch.launcher=slurm", f"launch.slurm.extra={[line]!r}"])
     rules = [p.rule for p in validate(recipe.data, recipe.origins) if p.is_error]
     assert rules == (["engine-counts"] if refused else []), (line, rules)
+
+
+# --- a third held-out round ------------------------------------------------------------------
+def test_a_repository_is_one_place_however_git_finds_it(tmp_path):
+    bare = tmp_path / "team-b.git"
+    bare.mkdir()
+    worktree = tmp_path / "work"
+    worktree.mkdir()
+    (worktree / ".git").write_text(f"gitdir: {bare}\n")
+    one = trust.canonical_place(str(bare))
+    assert trust.canonical_place(f"file://{tmp_path}/team-b") == one  # git tries DIR.git for DIR
+    assert trust.canonical_place(str(worktree)) == one  # a .git file names the repository
+    (tmp_path / "team-b").mkdir()  # a folder of that name is a place of its own
+    assert trust.canonical_place(str(tmp_path / "team-b")) != one
+
+
+def test_a_hub_snapshot_whose_name_is_no_commit_is_not_read(tmp_path):
+    from registry.run.preflight import metadata
+
+    hub = tmp_path / "hub" / "datasets--org--toy" / "snapshots"
+    for name in ("ab\x1b]0;x\x07", "cd\nrecipe: error: injected"):
+        (hub / name / "meta").mkdir(parents=True)
+    found = metadata.candidates({"repo_id": "org/toy"}, None, {"HF_LEROBOT_HOME": str(tmp_path)})
+    assert found == [tmp_path / "org" / "toy" / "meta" / "info.json"]  # the local copy only
+
+
+def test_estimate_reads_a_relative_dataset_root_where_the_trainer_does(tmp_path):
+    from test_preflight_hostile import ACT, TOY, dataset_with
+
+    dataset_with(tmp_path / "data", json.dumps(TOY))
+    r = run_cli("estimate", *ACT, "dataset.root=data", cwd=tmp_path, timeout=60)
+    assert r.returncode == 0 and str(tmp_path / "data") not in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_the_first_sighting_never_creates_a_store_in_a_folder_anyone_can_write(tmp_path, monkeypatch):
+    folder = tmp_path / "open"
+    folder.mkdir()
+    folder.chmod(0o777)
+    monkeypatch.setenv("RECIPE_KNOWN_VERSIONS", str(folder / "known.jsonl"))
+    source = sources.Source("team", tmp_path, "path", str(tmp_path))
+    with pytest.raises(RecipeError, match="writable by everyone"):
+        trust.remember(source, {"exp/x@1": H1})
+    assert not (folder / "known.jsonl").exists()
+
+
+@pytest.mark.parametrize("override", ["hardware.nodes=9223372036854775807", "hardware.gpus_per_node=2000"])
+def test_a_world_size_past_any_cluster_is_refused(override):
+    from registry.compose import compose
+    from registry.validate import validate
+
+    recipe = compose("pi07/zero2/2x8xH100", [override])
+    assert [p.rule for p in validate(recipe.data, recipe.origins) if p.is_error][:1] == ["range"]
+
+
+@pytest.mark.parametrize("text", ["\u00a010", "\u300010", "10\u2003", "0.5\u2029"])
+def test_a_number_option_with_any_space_around_it_is_refused(text):
+    from registry import commands
+
+    with pytest.raises(Exception, match="is not a"):
+        commands.number(float if "." in text else int, 0)(text)
+
+
+@pytest.mark.parametrize("line", ["--nodes=02", "--gpus-per-node=08", "-N 002"])
+def test_a_count_with_leading_zeros_is_the_count_slurm_reads(line):
+    from registry.compose import compose
+    from registry.validate import validate
+
+    recipe = compose("act/ddp/2x8xH100", ["launch.launcher=slurm", f"launch.slurm.extra={[line]!r}"])
+    assert [p.rule for p in validate(recipe.data, recipe.origins) if p.is_error] == [], line

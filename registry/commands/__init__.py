@@ -122,7 +122,7 @@ def number(kind: type, least: float, *, above: bool = False):
     def parse(text: str):
         shown = repr(text if len(text) <= 24 else text[:20] + "...")  # 5,000 digits are not echoed
         try:
-            if not _PLAIN[kind].fullmatch(text.strip()):  # int() takes 1_0 and full-width digits
+            if not _PLAIN[kind].fullmatch(text):  # int() takes 1_0, full-width digits, any space
                 raise ValueError(text)
             value = kind(text)
         except ValueError:

@@ -108,7 +108,6 @@ def frame_source(doc: dict) -> dict:
     metadata on this disk, scaled from the size the part measured them at; else the part's
     (docs/preflight.md §dataset-memory-fit). {"from": "dataset"|"part"|"policy", "pixels", "said"}."""
     import os
-    from pathlib import Path
 
     from registry import estimate as memory
     from registry import view
@@ -124,7 +123,8 @@ def frame_source(doc: dict) -> dict:
         return {"from": "part", "pixels": None, "said": said}
     part = f"the part's {shape[0]} x {shape[1]} (policy.memory.frame_shape)"
     try:
-        meta = metadata.find(entries[0], Path.cwd(), dict(os.environ))
+        # as recipe run and doctor read it: a relative root is the run folder's, not this folder's
+        meta = metadata.find(entries[0], None, dict(os.environ))
     except metadata.Unreadable as e:
         return {"from": "part", "pixels": None, "said": f"{part}; dataset not read: {e}"}
     pixels = data.frame_pixels(meta, data.policy_of(recipe))

@@ -75,7 +75,20 @@ def canonical_place(location: str) -> str:
 
 
 def _local(path: str) -> str:
+    """A local repository as git finds it: a `.git` file's gitdir followed, `DIR.git` for a `DIR`
+    that is not there (git tries both), a final `/.git` dropped, so every spelling is one place."""
     resolved = os.path.realpath(os.path.expanduser(path))
+    if not os.path.exists(resolved) and os.path.isdir(resolved + ".git"):
+        resolved = os.path.realpath(resolved + ".git")
+    gitfile = os.path.join(resolved, ".git")
+    if os.path.isfile(gitfile):  # a worktree or submodule: `gitdir: PATH` names the repository
+        try:
+            with open(gitfile, encoding="utf-8") as f:
+                line = f.read(4096).strip()
+        except (OSError, UnicodeDecodeError):
+            line = ""
+        if line.startswith("gitdir:"):
+            resolved = os.path.realpath(os.path.join(resolved, line[len("gitdir:") :].strip()))
     return os.path.dirname(resolved) if os.path.basename(resolved) == ".git" else resolved
 
 
@@ -130,6 +143,10 @@ def _private(path: Path, st: os.stat_result) -> None:
         )
     if st.st_mode & 0o022:
         raise NotPrivate(f"{path}: is writable by others (mode {st.st_mode & 0o7777:04o}); hint: chmod 600 {path}")
+    _folder_private(path)
+
+
+def _folder_private(path: Path) -> None:
     folder = path.parent
     try:
         mode = os.stat(folder).st_mode
@@ -278,6 +295,7 @@ def remember(source, entries: dict[str, str], replace: bool = False) -> None:
     path = store_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     where = place(source)
+    _folder_private(path)  # before the first sighting creates the store there
     try:
         lock = path.with_name(path.name + ".lock")
         _private_if_there(lock)

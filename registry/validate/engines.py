@@ -199,6 +199,11 @@ def engine_file(doc) -> tuple[str, str, dict[str, str]] | None:
     return None
 
 
+def _count(value: str) -> str:
+    """A count as Slurm reads it: `08` is 8."""
+    return str(int(value)) if value.isascii() and value.isdigit() else value
+
+
 def disagreements(doc) -> list[tuple[str, str]]:
     """(the field to fix, what disagrees) for each count the engine file gets wrong."""
     from registry import view
@@ -236,6 +241,6 @@ def disagreements(doc) -> list[tuple[str, str]]:
             continue
         if key == "gpus_per_node" and value == "0" and want[key] == "0":
             continue
-        if value != want[key]:
+        if _count(value) != want[key]:
             out.append((field, f"{name} asks for {value} {words[key]} and the hardware part has {want[key]}"))
     return out

@@ -80,8 +80,8 @@ _REF = re.compile(r"[0-9A-Za-z_.-]{1,128}")  # a commit as the hub cache names i
 
 def candidates(entry: dict, base: Path | None, env: dict[str, str]) -> list[Path]:
     """Where a dataset entry's info.json would be, in the order LeRobot looks: `root` when given
-    (relative to `base`, the folder the trainer runs in; None for a run folder not made yet); else the repo's folder in LeRobot's
-    cache, then the revision's snapshot in its hub cache (the newest snapshot when the revision
+    (relative to `base`, the folder the trainer runs in; None for a run folder not made yet);
+    else the repo's folder in LeRobot's cache, then the revision's snapshot in its hub cache (the newest snapshot when the revision
     has no ref there)."""
     if entry.get("root"):
         root = Path(os.path.expanduser(str(entry["root"])))
@@ -105,7 +105,8 @@ def candidates(entry: dict, base: Path | None, env: dict[str, str]) -> list[Path
             commit = untrusted.read_text(ref, REF_MAX_BYTES).strip()
             snapshots = [hub / "snapshots" / commit] if _REF.fullmatch(commit) and commit.strip(".") else []
         elif (hub / "snapshots").is_dir():
-            snapshots = sorted((hub / "snapshots").iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)
+            named = [p for p in (hub / "snapshots").iterdir() if _REF.fullmatch(p.name)]  # a name printed later
+            snapshots = sorted(named, key=lambda p: p.stat().st_mtime, reverse=True)
     except (OSError, untrusted.Rejected):
         pass
     return found + [s / INFO for s in snapshots]
