@@ -80,6 +80,8 @@ def _player(harness, name, stop_at, current, counts, codes, examples):
 
 
 def worker(index: int, args, stop_at: float, results, state_dir: str) -> None:
+    # its caches outside the checkout (tests/conftest.py does the same)
+    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "recipe-hypothesis"))
     from hypothesis import HealthCheck, Phase, given, seed, settings
 
     harness = load_harness()

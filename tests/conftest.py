@@ -19,6 +19,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+# hypothesis keeps its caches (unicode tables, constants) under the working folder unless told:
+# outside the checkout, which every test must leave as it found it
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "recipe-hypothesis"))
+
 pytest_plugins = ["node_lists"]  # tests/allowed_skips.txt (under CI), tests/slow.txt (tests/quick.sh)
 
 if TYPE_CHECKING:  # registry is imported lazily: a broken module fails its tests, not the conftest
