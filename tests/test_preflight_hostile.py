@@ -26,19 +26,22 @@ ACT += ["policy.n_action_steps=20"]
 
 def dataset_with(folder: Path, text: str | None = None, *, kind: str = "text") -> Path:
     """A dataset root whose meta/info.json is `text`, or a FIFO, a link to /dev/zero, a sparse file."""
-    meta = folder / "meta"
-    meta.mkdir(parents=True)
-    info = meta / "info.json"
+    (folder / "meta").mkdir(parents=True)
+    planted(folder / "meta" / "info.json", text, kind)
+    return folder
+
+
+def planted(path: Path, text: str | None, kind: str) -> None:
+    """`text` at `path`, or in its place a FIFO, a link to /dev/zero or a 32 GiB sparse file."""
     if kind == "fifo":
-        os.mkfifo(info)
+        os.mkfifo(path)
     elif kind == "zero":
-        info.symlink_to("/dev/zero")
+        path.symlink_to("/dev/zero")
     elif kind == "sparse":
-        with open(info, "wb") as f:
+        with open(path, "wb") as f:
             f.truncate(32 << 30)
     else:
-        info.write_text(text)
-    return folder
+        path.write_text(text)
 
 
 def toy_with(**changes) -> str:
@@ -150,16 +153,7 @@ def environment_call(fn, *args, limit: float = 10.0):
 # --- 2. a pretrained checkpoint's config.json ----------------------------------------------------------
 def checkpoint(folder: Path, config: object = None, *, kind: str = "text") -> Path:
     folder.mkdir(parents=True)
-    path = folder / "config.json"
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "zero":
-        path.symlink_to("/dev/zero")
-    elif kind == "sparse":
-        with open(path, "wb") as f:
-            f.truncate(32 << 30)
-    else:
-        path.write_text(config if isinstance(config, str) else json.dumps(config))
+    planted(folder / "config.json", config if isinstance(config, str) else json.dumps(config), kind)
     return folder
 
 
