@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from registry.commands import number
 from registry.errors import RecipeError
 
 NAME = "run"
@@ -20,6 +21,7 @@ examples:
   recipe run pi07/zero2/8xA100 train.micro_batch_size=16 --dry-run
   recipe run tiny/ddp/cpu train.steps=400 --resume runs/tiny_ddp_cpu/20250101-120000 --require-same-env
   recipe run act/ddp/2xH100 dataset.root=data/mine --waive dataset-fps='the chunk was retuned for 30 fps'
+  recipe run pi07/zero2/8xA100 --rehearse --steps 20
 """
 
 
@@ -67,6 +69,19 @@ def register(subparsers) -> None:
         help="launch despite a pre-flight error of this rule (recipe doctor lists them); the reason is kept in"
         " the run folder's preflight.json. Repeatable",
     )
+    p.add_argument(
+        "--rehearse",
+        action="store_true",
+        help="run the recipe's real trainer for a few steps with random weights and synthetic data in the"
+        " recipe's layout, made here (nothing is fetched); report losses, peak memory per rank beside recipe"
+        " estimate, and samples/s. Fails on a loss that is not finite (docs/rehearsal.md)",
+    )
+    p.add_argument(
+        "--steps",
+        type=number(int, 1),
+        metavar="N",
+        help="with --rehearse: how many optimizer steps (default 10)",
+    )
     p.set_defaults(func=run)
 
 
@@ -78,6 +93,21 @@ def run(args) -> int:
     if args.require_same_env and args.resume is None:
         raise RecipeError(
             "--require-same-env goes with --resume (a new run records its environment; nothing to compare)"
+        )
+    if args.steps is not None and not args.rehearse:
+        raise RecipeError("--steps goes with --rehearse (a run takes train.steps=N)")
+    if args.rehearse:
+        if args.dry_run or args.resume is not None:
+            raise RecipeError("--rehearse makes a run of its own: not with --dry-run or --resume")
+        from registry.run.rehearse import rehearse
+
+        return rehearse(
+            args.target,
+            args.overrides,
+            steps=args.steps,
+            output_dir=args.output_dir,
+            allow_mismatch=args.allow_hardware_mismatch,
+            waive=args.waive,
         )
     if args.dry_run:
         return dry_run(args)

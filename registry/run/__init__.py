@@ -149,7 +149,11 @@ def run(
     resume: str | None = None,
     require_same_env: bool = False,
     waive: list[str] | None = None,
+    extra_env: dict[str, str] | None = None,
+    summary: bool = True,
 ) -> int:
+    """extra_env: set for the trainer beside this environment (a rehearsal's offline cache and
+    rank probe); summary: False when the caller reports the run itself."""
     from registry.run import preflight
 
     waived = preflight.waivers(waive)
@@ -178,7 +182,7 @@ def run(
         raise RecipeError(
             f"{why} (hint: run on matching hardware, swap it with hardware=..., or pass --allow-hardware-mismatch)", 1
         )
-    env = launch_env(bundle)
+    env = {**launch_env(bundle), **(extra_env or {})}
     trainer_env = view.of(recipe.data).trainer.env
     if not bundle.python and not find_program(bundle.program, env):
         raise RecipeError(f"{bundle.program} not found on PATH (hint: {bundle.install_hint})", Exit.NOT_FOUND)
@@ -243,7 +247,8 @@ def run(
         env[TERMINAL] = str(shutil.get_terminal_size().columns)
     started = time.monotonic()
     code = start_nodes(recipe.data, command, env, folder, log=log)
-    _summary(recipe, target, overrides, folder, code, time.monotonic() - started, waived)
+    if summary:
+        _summary(recipe, target, overrides, folder, code, time.monotonic() - started, waived)
     return code
 
 

@@ -1,0 +1,166 @@
+"""What a rehearsal says when the trainer is done: the steps and their losses, the peak memory of
+every rank beside `recipe estimate`, samples/s with its interval, and that weights and data were
+synthetic. A loss that is not a finite number fails the rehearsal (docs/rehearsal.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+import time
+from pathlib import Path
+
+from registry import untrusted, view
+from registry.compose import Recipe
+from registry.errors import Exit
+from registry.files import write_atomic
+from registry.run import interval
+from registry.topology import world_size
+
+GIB = 1024**3
+REPORT = "rehearsal.json"
+WARMUP_STEPS = 1  # the first update pays for compilation, allocation and the data loader's start
+LOG_CAP = 256 * 1024 * 1024
+
+
+def samples_per_step(doc: dict) -> int:
+    r = view.of(doc)
+    return int(r.train.micro_batch_size) * int(r.train.gradient_accumulation_steps or 1) * world_size(doc)
+
+
+def losses(folder: Path, adapter) -> list[tuple[int, float, float | None]]:
+    """(step, loss, gradient norm or None), one per logged step, from the trainer's own output."""
+    if adapter.LOSS_LINE is None:  # the built-in trainer: metrics.jsonl
+        found = []
+        for line in _text(folder / "metrics.jsonl").splitlines():
+            try:
+                row = json.loads(line, parse_constant=float)
+            except ValueError:
+                continue
+            if isinstance(row, dict) and "loss" in row and "step" in row:
+                found.append((int(row["step"]), float(row["loss"]), row.get("grad_norm")))
+        return found
+    found = {}
+    for match in re.finditer(adapter.LOSS_LINE, _text(folder / "launch.log")):
+        found[int(match.group(1))] = (float(match.group(2)), _number(match.group(3)))
+    return [(step, loss, norm) for step, (loss, norm) in sorted(found.items())]
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _text(path: Path) -> str:
+    try:
+        return untrusted.read_bytes(path, LOG_CAP).decode("utf-8", "replace")
+    except (untrusted.Rejected, OSError):
+        return ""
+
+
+def ranks(folder: Path) -> list[dict]:
+    """Each rank's record: the process of that rank that stepped (launchers step nothing)."""
+    best: dict[int, dict] = {}
+    for path in sorted(folder.glob("rank-*.json")):
+        try:
+            record = untrusted.read_json(path, 64 * 1024 * 1024)
+        except (untrusted.Rejected, OSError, ValueError):
+            continue
+        if not isinstance(record, dict) or not isinstance(record.get("rank"), int):
+            continue
+        steps = record.get("step_ends") or []
+        if record["rank"] not in best or len(steps) > len(best[record["rank"]].get("step_ends") or []):
+            best[record["rank"]] = record
+    return [best[r] for r in sorted(best)]
+
+
+def throughput(records: list[dict], per_step: int) -> interval.Figure | None:
+    """samples/s per step, the slowest rank's step setting each (the ranks wait for it)."""
+    series = [r.get("step_ends") or [] for r in records]
+    count = min((len(s) for s in series), default=0)
+    if count < WARMUP_STEPS + 2:
+        return None
+    durations = [max(s[i] - s[i - 1] for s in series) for i in range(WARMUP_STEPS + 1, count)]
+    rates = [per_step / d for d in durations if d > 0]
+    return interval.figure([rates]) if rates else None
+
+
+def finish(recipe: Recipe, folder: Path, code: int, steps: int, adapter) -> int:
+    run_dir = folder / "run"
+    logged = losses(run_dir, adapter)
+    records = ranks(folder / "ranks")
+    per_step = samples_per_step(recipe.data)
+    speed = throughput(records, per_step)
+    estimated = _estimate(recipe)
+    peaks = [r["peak_allocated_bytes"] / GIB for r in records if "peak_allocated_bytes" in r]
+    bad = [(s, v) for s, v, _ in logged if not math.isfinite(v)]
+    result = {
+        "recipe": recipe.name,
+        "command": " ".join(sys.argv[1:]) and "recipe " + " ".join(sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "synthetic": adapter.note(),
+        "exit_code": code,
+        "steps": steps,
+        "losses": [v for _, v, _ in logged],
+        "grad_norms": [n for _, _, n in logged],
+        "peak_allocated_gib": [round(p, 3) for p in peaks],
+        "peak_reserved_gib": [round(r["peak_reserved_bytes"] / GIB, 3) for r in records if "peak_reserved_bytes" in r],
+        "devices": sorted({r["device"] for r in records if "device" in r}),
+        "max_rss_gib": [round(r["max_rss_bytes"] / GIB, 3) for r in records],
+        "estimate_allocated_gib": round(estimated, 3) if estimated is not None else None,
+        "samples_per_step": per_step,
+        "samples_per_s": round(speed.median, 3) if speed else None,
+        "samples_per_s_interval": speed.json() if speed else None,
+    }
+    write_atomic(folder / REPORT, json.dumps(result, indent=2, allow_nan=True) + "\n")
+    for line in _lines(result, logged, peaks, estimated, speed):
+        print(f"recipe: rehearsal: {line}", file=sys.stderr)
+    if code != 0:
+        return code
+    if not logged:
+        print(
+            f"recipe: rehearsal failed: the trainer logged no loss (hint: see {run_dir / 'launch.log'})",
+            file=sys.stderr,
+        )
+        return Exit.INVALID
+    if bad:
+        step, value = bad[0]
+        print(f"recipe: rehearsal failed: the loss is {value} at step {step}", file=sys.stderr)
+        return Exit.INVALID
+    return Exit.OK
+
+
+def _estimate(recipe: Recipe) -> float | None:
+    from registry import estimate as memory
+    from registry.validate import typed
+
+    doc = typed(recipe.data, recipe.origins, recipe.name)
+    try:
+        est = memory.estimate(doc)
+    except Exception:
+        return None
+    return est.allocated_gib if est is not None and est.finite else None
+
+
+def _lines(result: dict, logged, peaks: list[float], estimated: float | None, speed) -> list[str]:
+    lines = [
+        f"weights and data are synthetic ({result['synthetic']}): the losses say the training path works, not how well"
+    ]
+    if logged:
+        shown = ", ".join(f"{v:.4g}" for _, v, _ in logged[:12]) + (" ..." if len(logged) > 12 else "")
+        lines.append(f"{len(logged)} steps logged; losses {shown}")
+    if peaks:
+        beside = f"; recipe estimate says {estimated:.2f} GiB" if estimated is not None else ""
+        if estimated:
+            beside += f" ({(max(peaks) - estimated) / estimated:+.1%} measured against it)"
+        lines.append("peak allocated per rank " + ", ".join(f"{p:.2f}" for p in peaks) + f" GiB{beside}")
+    elif result["max_rss_gib"]:
+        lines.append(
+            "CPU: peak resident memory per rank " + ", ".join(f"{g:.2f}" for g in result["max_rss_gib"]) + " GiB"
+        )
+    if speed:
+        lines.append(f"throughput {speed.text()} after {WARMUP_STEPS} warm-up step")
+    return lines
