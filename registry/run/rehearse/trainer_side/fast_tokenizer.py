@@ -2,7 +2,7 @@
 
 Copied into the tokenizer folder that a rehearsal writes, and loaded from there by the trainer with
 `AutoProcessor.from_pretrained(path, trust_remote_code=True)` (processor_config.json's auto_map
-names this module). It runs in the trainer's environment: numpy, scipy and tokenizers only, never
+names this module). It runs in the trainer's environment: numpy and tokenizers only, never
 `registry`. What it does is FAST's recipe (docs/rehearsal.md): a DCT of each normalised action
 chunk along time, the coefficients scaled and rounded, then a byte-pair encoding over the
 coefficient symbols, so the sequence the policy predicts is short where the motion is smooth.
@@ -14,12 +14,28 @@ import json
 from pathlib import Path
 
 import numpy as np
-from scipy.fft import dct, idct
 from tokenizers import Tokenizer, models, trainers
 
 CONFIG = "fast_config.json"
 BPE = "fast_bpe.json"
 FIRST = 0x4E00  # coefficient symbols as one printable block of code points, one per value
+
+
+def _dct_matrix(n: int) -> np.ndarray:
+    """The orthonormal DCT-II as an n x n matrix (its transpose is the inverse): what
+    scipy.fft.dct(..., norm="ortho") computes, without scipy in the trainer's environment."""
+    k, t = np.arange(n)[:, None], np.arange(n)[None, :]
+    m = np.cos(np.pi * (2 * t + 1) * k / (2 * n)) * np.sqrt(2.0 / n)
+    m[0] /= np.sqrt(2.0)
+    return m
+
+
+def dct(x: np.ndarray, axis: int) -> np.ndarray:
+    return np.moveaxis(np.tensordot(_dct_matrix(x.shape[axis]), np.moveaxis(x, axis, 0), axes=1), 0, axis)
+
+
+def idct(x: np.ndarray, axis: int) -> np.ndarray:
+    return np.moveaxis(np.tensordot(_dct_matrix(x.shape[axis]).T, np.moveaxis(x, axis, 0), axes=1), 0, axis)
 
 
 class RehearsalFastProcessor:
@@ -35,7 +51,7 @@ class RehearsalFastProcessor:
 
     # --- coefficient symbols ---------------------------------------------------------------
     def _text(self, chunk: np.ndarray) -> str:
-        coeffs = dct(np.asarray(chunk, dtype=np.float64), axis=0, norm="ortho")  # (time, dims)
+        coeffs = dct(np.asarray(chunk, dtype=np.float64), axis=0)  # (time, dims)
         values = np.clip(np.around(coeffs * self.scale).astype(np.int64) - self.lowest, 0, self.symbols - 1)
         return "".join(chr(FIRST + int(v)) for v in values.T.reshape(-1))  # dimension by dimension
 
@@ -53,14 +69,14 @@ class RehearsalFastProcessor:
             values = np.array([ord(c) - FIRST for c in text], dtype=np.float64)
             values = np.resize(values, time_horizon * action_dim)  # a short prediction is padded, as FAST does
             coeffs = (values + self.lowest).reshape(action_dim, time_horizon).T / self.scale
-            chunks.append(idct(coeffs, axis=0, norm="ortho"))
+            chunks.append(idct(coeffs, axis=0))
         return np.stack(chunks)
 
     # --- fitting and files -------------------------------------------------------------------
     @classmethod
     def fit(cls, chunks: np.ndarray, vocab_size: int, scale: float = 10.0) -> RehearsalFastProcessor:
         chunks = np.asarray(chunks, dtype=np.float64)  # (n, time, dims), normalised to about [-1, 1]
-        coeffs = np.around(dct(chunks, axis=1, norm="ortho") * scale).astype(np.int64)
+        coeffs = np.around(dct(chunks, axis=1) * scale).astype(np.int64)
         lowest, highest = int(coeffs.min()), int(coeffs.max())
         symbols = highest - lowest + 1
         alphabet = [chr(FIRST + v) for v in range(symbols)]
