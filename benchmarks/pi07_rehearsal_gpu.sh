@@ -8,7 +8,8 @@
 # 0.14.0 and what its training needs, benchmarks/README.md lists them) into /tmp/site, then runs the
 # project from source. Each rehearsal's report, and the end of its trainer's log, go to $OUT
 # (default benchmarks/results/gpu) as pi07_BACKEND_mbMICRO.json and .log. One failed rehearsal does
-# not stop the next; the exit code is the last failure's.
+# not stop the next; the exit code is the last failure's. EXTRA: overrides given to every rehearsal
+# (e.g. EXTRA=policy.attention_implementation=eager), TAG: a suffix for the files' names.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-benchmarks/results/gpu}
@@ -24,11 +25,11 @@ python3 -c 'import torch, transformers, opentau, deepspeed; print("torch", torch
 status=0
 for cell in "$@"; do
   IFS=: read -r backend micro steps <<< "$cell"
-  name="pi07_${backend}_mb${micro}"
+  name="pi07_${backend}_mb${micro}${TAG:-}"
   folder="/tmp/rehearsals/$name"
   rm -rf "$folder"
   start=$SECONDS
-  python3 -m registry run "pi07/$backend/8xA100" "hardware=$hardware" "train.micro_batch_size=$micro" \
+  python3 -m registry run "pi07/$backend/8xA100" "hardware=$hardware" "train.micro_batch_size=$micro" ${EXTRA:-} \
     --rehearse --steps "$steps" --output-dir "$folder" > "$out/$name.out" 2>&1
   code=$?
   echo "$name: exit $code in $((SECONDS - start)) s" | tee -a "$out/host.txt"

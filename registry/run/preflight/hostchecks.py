@@ -15,7 +15,7 @@ from registry.run.preflight.host import HostFacts
 from registry.run.preflight.metadata import DatasetMeta
 from registry.topology import processes_per_node, world_size
 from registry.validate.checks import Finding
-from registry.view import Section
+from registry.view import Section, raw
 
 GIB = 1024**3
 DEFAULT_PREFETCH = 2  # torch's DataLoader keeps prefetch_factor batches per worker
@@ -158,7 +158,11 @@ def checkpoint_bytes(recipe: Section) -> float | None:
 def checkpoints_kept(recipe: Section) -> int:
     """How many checkpoints the run leaves: one every train.checkpoint.every steps and one at the
     end, of which the built-in trainer keeps train.checkpoint.keep and OpenTau the last alone
-    when keep is 1; LeRobot keeps them all."""
+    when keep is 1; LeRobot keeps them all. None where the trainer's own config turns saving off
+    (an OpenTau save_checkpoint false in trainer.opentau.config, which a rehearsal sets)."""
+    extra = raw(recipe.trainer.opentau.config) if recipe.trainer.kind == "opentau" else None
+    if isinstance(extra, dict) and extra.get("save_checkpoint") is False:
+        return 0
     steps, every = recipe.train.steps, recipe.train.checkpoint.every or 0
     saves = (steps // every + (1 if steps % every else 0)) if every else 1
     keep = recipe.train.checkpoint.keep
@@ -174,6 +178,8 @@ def disk(recipe: Section, facts: HostFacts, run: Run) -> list[Finding]:
     if one is None or facts.disk_free is None:
         return []
     count = checkpoints_kept(recipe)
+    if not count:
+        return []
     need = one * count
     said = (
         f"{count} checkpoint(s) of about {_size(one)} need {_size(need)} under {facts.disk_path}, which has"

@@ -28,6 +28,20 @@ ADAPTERS = {"opentau": opentau, "builtin": builtin}
 DEFAULT_STEPS = 10
 
 
+def schedule(doc: dict, steps: int) -> list[str]:
+    """train.steps, and the schedule's shape kept over the rehearsal's length: a warm-up of 1,000 of
+    30,000 steps is one step of 20, not 20 steps at a fiftieth of the learning rate."""
+    r = view.of(doc)
+    if r.train.scheduler.type == "constant":
+        return [f"train.steps={steps}"]
+    total = int(r.train.scheduler.decay_steps or r.train.steps)
+    warmup = int(r.train.scheduler.warmup_steps or 0)
+    keys = [f"train.steps={steps}", f"train.scheduler.decay_steps={steps}"]
+    if warmup:
+        keys.append(f"train.scheduler.warmup_steps={max(1, min(steps - 1, round(steps * warmup / max(total, 1))))}")
+    return keys
+
+
 def rehearse(
     target: str,
     overrides: list[str],
@@ -48,7 +62,7 @@ def rehearse(
     if adapter is None:
         known = ", ".join(sorted(ADAPTERS))
         raise RecipeError(f"{recipe.name}: rehearsal drives the {known} trainers, not {kind}", Exit.INVALID)
-    shared = [*overrides, f"train.steps={steps}"]
+    shared = [*overrides, *schedule(compose(target, overrides).data, steps)]
     # the recipe is checked before anything is made: an invalid one fails in a second, not after the data
     from registry.run import checked
 

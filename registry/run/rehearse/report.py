@@ -71,10 +71,15 @@ def ranks(folder: Path) -> list[dict]:
             continue
         if not isinstance(record, dict) or not isinstance(record.get("rank"), int):
             continue
-        steps = record.get("step_ends") or []
-        if record["rank"] not in best or len(steps) > len(best[record["rank"]].get("step_ends") or []):
+        if record["rank"] not in best or _stepped(record) > _stepped(best[record["rank"]]):
             best[record["rank"]] = record
     return [best[r] for r in sorted(best)]
+
+
+def _stepped(record: dict) -> tuple[bool, int]:
+    """The training process of a rank, not its launcher: the one on a GPU, then the one that stepped
+    (DeepSpeed skips the optimizer on a non-finite gradient: a rank may step nothing)."""
+    return ("peak_allocated_bytes" in record, len(record.get("step_ends") or []))
 
 
 def throughput(records: list[dict], per_step: int) -> interval.Figure | None:
@@ -96,7 +101,8 @@ def finish(recipe: Recipe, folder: Path, code: int, steps: int, adapter) -> int:
     speed = throughput(records, per_step)
     estimated = _estimate(recipe)
     peaks = [r["peak_allocated_bytes"] / GIB for r in records if "peak_allocated_bytes" in r]
-    bad = [(s, v) for s, v, _ in logged if not math.isfinite(v)]
+    bad = [(s, "loss", v) for s, v, _ in logged if not math.isfinite(v)]
+    bad += [(s, "gradient norm", n) for s, _, n in logged if isinstance(n, float) and not math.isfinite(n)]
     result = {
         "recipe": recipe.name,
         "command": " ".join(sys.argv[1:]) and "recipe " + " ".join(sys.argv[1:]),
@@ -106,6 +112,7 @@ def finish(recipe: Recipe, folder: Path, code: int, steps: int, adapter) -> int:
         "steps": steps,
         "losses": [v for _, v, _ in logged],
         "grad_norms": [n for _, _, n in logged],
+        "optimizer_steps": [len(r.get("step_ends") or []) for r in records],
         "peak_allocated_gib": [round(p, 3) for p in peaks],
         "peak_reserved_gib": [round(r["peak_reserved_bytes"] / GIB, 3) for r in records if "peak_reserved_bytes" in r],
         "devices": sorted({r["device"] for r in records if "device" in r}),
@@ -127,8 +134,16 @@ def finish(recipe: Recipe, folder: Path, code: int, steps: int, adapter) -> int:
         )
         return Exit.INVALID
     if bad:
-        step, value = bad[0]
-        print(f"recipe: rehearsal failed: the loss is {value} at step {step}", file=sys.stderr)
+        step, what, value = min(bad)
+        print(
+            f"recipe: rehearsal failed: the {what} is {value} at step {step}"
+            + (
+                ": the update is skipped or corrupts the weights (docs/rehearsal.md, A gradient that is not finite)"
+                if what != "loss"
+                else ""
+            ),
+            file=sys.stderr,
+        )
         return Exit.INVALID
     return Exit.OK
 
