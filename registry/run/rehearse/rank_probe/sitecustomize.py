@@ -7,8 +7,10 @@ itself: it waits for the trainer to import torch. Where RECIPE_REHEARSAL_DIR is 
     torch.optim.optimizer is imported (one call per update, with accumulation too; the optimizers
     under DeepSpeed and FSDP are torch optimizers), after waiting for the GPU, so that a step's time
     is its work and not its launch;
-  - at exit writes RECIPE_REHEARSAL_DIR/rank-<RANK>-<pid>.json: the step end times, the peak memory
-    torch allocated and reserved on the rank's GPU, and the process's peak resident memory.
+  - after every step and at exit writes RECIPE_REHEARSAL_DIR/rank-<RANK>-<pid>.json: the step end
+    times, the peak memory torch allocated and reserved on the rank's GPU, and the process's peak
+    resident memory (after every step too, because a trainer may leave with os._exit, which runs
+    no exit handler).
 Then it runs the sitecustomize it shadows, if the environment has one.
 """
 
@@ -32,6 +34,7 @@ def _on_step(optimizer, args, kwargs):
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
     _ends.append(time.perf_counter())
+    _write()
 
 
 class _WhenTorchArrives(importlib.abc.MetaPathFinder):

@@ -1,0 +1,80 @@
+"""`recipe run NAME --rehearse` (docs/rehearsal.md): the recipe's real trainer for a few steps, with
+random weights and synthetic data made here, nothing fetched.
+
+The pi07 cases run OpenTau's own train() on pi07's real classes (PI07LowLevelPolicy,
+Gemma3WithExpertModel, the SpaceTime SigLIP encoder), tiny, in OpenTau's environment
+(tests/upstream/opentau_env.sh), offline. One of them is deep enough (14 backbone layers) that its
+gradient norm is not finite at step 1, as at full size on a GPU (benchmarks/results/pi07_rehearsal_1xH200.json):
+a rehearsal that reports it and exits 1 is the point of rehearsing."""
+
+import json
+import math
+
+import pytest
+from conftest import ROOT, USER_ENV, run_cli, side_venv_python
+
+from pathlib import Path
+
+VENV = Path(USER_ENV.get("RECIPE_OPENTAU_VENV") or ROOT / ".venv-opentau")
+BUILD = "bash tests/upstream/opentau_env.sh"
+DEEP = "policy.options.vlm_config.gemma{}.num_hidden_layers=14"
+OFFLINE = {"HF_HUB_OFFLINE": "1", "NO_PROXY": "*", "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
+
+
+def opentau_env() -> Path:
+    side_venv_python(VENV, "OpenTau", BUILD, "RECIPE_OPENTAU_VENV")
+    return VENV
+
+
+def rehearse(tmp_path, *args, timeout=600):
+    out = tmp_path / "rehearsal"
+    done = run_cli("run", *args, "--rehearse", "--output-dir", str(out), cwd=tmp_path, env=OFFLINE, timeout=timeout)
+    report = json.loads((out / "rehearsal.json").read_text()) if (out / "rehearsal.json").exists() else None
+    return done, report, out
+
+
+@pytest.mark.upstream
+def test_tiny_pi07_rehearses_two_steps_on_cpu_with_nothing_fetched(tmp_path):
+    done, report, out = rehearse(tmp_path, "pi07-tiny/ddp/cpu", f"trainer.env={opentau_env()}", "--steps", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert report["steps"] == 2 and len(report["losses"]) == 2
+    assert all(math.isfinite(v) for v in report["losses"] + report["grad_norms"])
+    assert report["optimizer_steps"] == [2]  # the probe saw each update of the one rank
+    assert report["max_rss_gib"][0] > 0.1
+    assert "synthetic" in report["synthetic"] and "weights random" in report["synthetic"]
+    assert "weights and data are synthetic" in done.stderr
+    # what it trained on was made here, in OpenTau's own layout, and the trainer was pointed at it
+    info = json.loads((out / "synthetic" / "dataset" / "meta" / "info.json").read_text())
+    assert info["total_frames"] >= 100 and "observation.images.camera1" in info["features"]
+    assert info["features"]["observation.images.camera0"]["shape"] == [112, 112, 3]
+    config = json.loads((out / "run" / "opentau.json").read_text())
+    assert config["policy"]["pretrained_path"] is None
+    assert config["save_checkpoint"] is False
+    assert config["policy"]["discrete_action_tokenizer_path"] == str(out / "synthetic" / "fast")
+    assert config["dataset_mixture"]["datasets"][0]["root"] == str(out / "synthetic" / "dataset")
+
+
+@pytest.mark.upstream
+def test_a_gradient_norm_that_is_not_finite_fails_the_rehearsal(tmp_path):
+    done, report, _ = rehearse(
+        tmp_path, "pi07-tiny/ddp/cpu", f"trainer.env={opentau_env()}", "--steps", "2", DEEP.format("3_config.text_config"),
+        DEEP.format("_expert_config"),
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "rehearsal failed: the gradient norm is nan at step 1" in done.stderr
+    assert not math.isfinite(report["grad_norms"][0])
+
+
+def test_the_built_in_trainer_rehearses_on_its_synthetic_episodes(tmp_path):
+    done, report, _ = rehearse(tmp_path, "tiny/ddp/cpu", "--steps", "8", timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(report["losses"]) == 8 and all(math.isfinite(v) for v in report["losses"])
+    assert report["samples_per_s"] > 0 and report["samples_per_s_interval"]["steps"] == 6  # after one warm-up step
+    assert len(report["optimizer_steps"]) == 2  # both ranks reported
+
+
+def test_steps_goes_with_rehearse(tmp_path):
+    done = run_cli("run", "tiny/ddp/cpu", "--steps", "3", cwd=tmp_path)
+    assert done.returncode != 0 and "--steps goes with --rehearse" in done.stderr
+    done = run_cli("run", "tiny/ddp/cpu", "--rehearse", "--steps", "0", cwd=tmp_path)
+    assert done.returncode == 2 and "at least 1" in done.stderr
