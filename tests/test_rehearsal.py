@@ -9,16 +9,20 @@ a rehearsal that reports it and exits 1 is the point of rehearsing."""
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, USER_ENV, run_cli, side_venv_python
 
-from pathlib import Path
-
 VENV = Path(USER_ENV.get("RECIPE_OPENTAU_VENV") or ROOT / ".venv-opentau")
 BUILD = "bash tests/upstream/opentau_env.sh"
 DEEP = "policy.options.vlm_config.gemma{}.num_hidden_layers=14"
-OFFLINE = {"HF_HUB_OFFLINE": "1", "NO_PROXY": "*", "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
+OFFLINE = {
+    "HF_HUB_OFFLINE": "1",
+    "NO_PROXY": "*",
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "HTTP_PROXY": "http://127.0.0.1:9",
+}
 
 
 def opentau_env() -> Path:
@@ -57,7 +61,12 @@ def test_tiny_pi07_rehearses_two_steps_on_cpu_with_nothing_fetched(tmp_path):
 @pytest.mark.upstream
 def test_a_gradient_norm_that_is_not_finite_fails_the_rehearsal(tmp_path):
     done, report, _ = rehearse(
-        tmp_path, "pi07-tiny/ddp/cpu", f"trainer.env={opentau_env()}", "--steps", "2", DEEP.format("3_config.text_config"),
+        tmp_path,
+        "pi07-tiny/ddp/cpu",
+        f"trainer.env={opentau_env()}",
+        "--steps",
+        "2",
+        DEEP.format("3_config.text_config"),
         DEEP.format("_expert_config"),
     )
     assert done.returncode == 1, done.stderr[-3000:]
