@@ -87,3 +87,16 @@ def test_steps_goes_with_rehearse(tmp_path):
     assert done.returncode != 0 and "--steps goes with --rehearse" in done.stderr
     done = run_cli("run", "tiny/ddp/cpu", "--rehearse", "--steps", "0", cwd=tmp_path)
     assert done.returncode == 2 and "at least 1" in done.stderr
+
+
+@pytest.mark.upstream
+def test_doctor_asks_the_trainer_env_for_what_opentau_train_imports(tmp_path):
+    import sys
+
+    ready = run_cli("doctor", "pi07-tiny/ddp/cpu", f"trainer.env={opentau_env()}", cwd=tmp_path, timeout=120)
+    assert ready.returncode == 0 and "ready" in ready.stdout, ready.stdout[-2000:]
+    # the project's own venv has torch and accelerate, not OpenTau nor what its train() imports
+    lacking = run_cli("doctor", "pi07-tiny/ddp/cpu", f"trainer.env={sys.prefix}", cwd=tmp_path, timeout=120)
+    assert lacking.returncode == 1
+    said = next(line for line in (lacking.stdout + lacking.stderr).splitlines() if "error[host-trainer-env]" in line)
+    assert "has no opentau" in said and "wandb" in said and "gymnasium" in said and "accelerate or" not in said

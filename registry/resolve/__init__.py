@@ -39,6 +39,7 @@ class Bundle:
     python: str | None = None
     resume_args: tuple[str, ...] | None = None  # for launch.sh, when recipe run --resume
     extra: str | None = None  # the package's extra the policy needs (trainers/base.py Invocation)
+    needs: tuple[str, ...] = ()  # what else the trainer imports at start-up (trainers/base.py Invocation)
 
 
 def resolve(recipe: Recipe) -> Bundle:
@@ -80,4 +81,5 @@ def resolve(recipe: Recipe) -> Bundle:
         inv.python,
         inv.resume_args,
         inv.extra,
+        inv.needs,
     )

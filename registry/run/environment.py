@@ -62,12 +62,12 @@ def interpreter_of(program: str, env: dict[str, str]) -> str | None:
     return None
 
 
-def ask(python: str, package: str | None = None, extra: str | None = None) -> dict:
+def ask(python: str, package: str | None = None, extra: str | None = None, needs: tuple[str, ...] = ()) -> dict:
     """What the interpreter says of itself (registry/run/probe.py): its Python version, the
     versions of RECORDED and the trainer's package (None where absent), torch's CUDA release and
     NCCL, and with `extra` what `package[extra]` requires. Asked once per interpreter and question
     in a process: the pre-launch check and the lock's environment share one answer."""
-    wanted = (*RECORDED, package) if package else RECORDED
+    wanted = (*RECORDED, package, *needs) if package else RECORDED
     return _ask(python, (*wanted, f"{package}[{extra}]") if package and extra else wanted)
 
 
@@ -144,7 +144,7 @@ def check(bundle, env: dict[str, str], env_field: str | None) -> str | None:
     if bundle.python and not (os.path.isfile(python) and os.access(python, os.X_OK)):
         found = None
     else:
-        found = ask(python, bundle.package, getattr(bundle, "extra", None))
+        found = ask(python, bundle.package, getattr(bundle, "extra", None), getattr(bundle, "needs", ()))
     said = findings(bundle, python, found, env_field)
     for severity, message, hint in said:
         if severity == "error":
@@ -160,6 +160,7 @@ def findings(bundle, python: str, found: dict | None, env_field: str | None) -> 
     if found is None:
         return [("error", f"trainer.env {env_field}: no Python at {python}", bundle.install_hint)]
     wanted = [bundle.package] + (["accelerate"] if "accelerate" in bundle.command else [])
+    wanted += [n for n in getattr(bundle, "needs", ()) if n not in wanted]
     missing = [name for name in wanted if not found["packages"].get(name)]
     if missing:
         text = f"{where} ({python}, Python {found.get('python', '?')}) has no {' or '.join(missing)}"

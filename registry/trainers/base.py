@@ -71,6 +71,9 @@ class Invocation:
     extra: str | None = None
     # what `recipe run --resume` adds to the trainer's command line (None: no resume through it)
     resume_args: tuple[str, ...] | None = None
+    # distributions the trainer imports at start-up that its package does not bring with it (OpenTau's
+    # is installed without its dependencies): the check before launch and recipe doctor ask for them
+    needs: tuple[str, ...] = ()
 
 
 def flag_value(value) -> str:

@@ -35,9 +35,13 @@ CONFIG = "opentau.json"
 PACKAGE = "opentau"
 PROVEN = ("0.14.0", "0.15")  # its parser and validate() accept what TABLE writes (tests/test_opentau_upstream.py)
 HINT = (
-    "python3.10 -m venv ENV && ENV/bin/pip install opentau==0.14.0, then set trainer.env=ENV"
-    "; OpenTau pins Python 3.10 and transformers 4.57, so it needs an environment of its own"
+    "bash tests/upstream/opentau_env.sh ENV builds one (OpenTau 0.14.0 without its dependencies, and what"
+    " its train() imports), then set trainer.env=ENV; OpenTau pins transformers 4.57, so it needs an"
+    " environment of its own (docs/rehearsal.md)"
 )
+# what train.py imports at start-up besides accelerate, none of it brought by `pip install --no-deps
+# opentau` (tests/upstream/opentau_env.sh says why each)
+NEEDS = ("torch", "torchvision", "transformers", "datasets", "draccus", "wandb", "gymnasium", "termcolor")
 # read by the invocation besides TABLE (resolve/fields.py)
 READS = ("trainer.opentau.program", "trainer.env")
 # policy.type -> the policy part an imported recipe extends
@@ -175,6 +179,7 @@ def invocation(doc: dict, ctx: Context) -> Invocation:
         package=PACKAGE,
         proven=PROVEN,
         python=ctx.python,
+        needs=NEEDS,
     )
 
 

@@ -100,7 +100,12 @@ def _trainer(inv, env: dict[str, str]) -> tuple[str | None, dict | None, str | N
     """The trainer's interpreter and its answer: this one for the built-in trainer (asked in
     process), trainer.env's or the one behind the trainer's program otherwise."""
     package, extra = inv.package, getattr(inv, "extra", None)
-    names = [*environment.RECORDED, *([package] if package else []), *([f"{package}[{extra}]"] if extra else [])]
+    needs = getattr(inv, "needs", ())
+    names = [
+        *environment.RECORDED,
+        *([package, *needs] if package else []),
+        *([f"{package}[{extra}]"] if extra else []),
+    ]
     if inv.same_python:
         return sys.executable, probe.report(names), None
     python = inv.python or environment.interpreter_of(inv.program, env)
@@ -109,7 +114,7 @@ def _trainer(inv, env: dict[str, str]) -> tuple[str | None, dict | None, str | N
     if inv.python and not (os.path.isfile(python) and os.access(python, os.X_OK)):
         return python, None, None  # environment.findings: no Python there
     try:
-        return python, environment.ask(python, package, extra), None
+        return python, environment.ask(python, package, extra, needs), None
     except RecipeError as e:
         return python, None, str(e)
 
