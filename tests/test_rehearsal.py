@@ -16,6 +16,7 @@ from conftest import ROOT, USER_ENV, run_cli, side_venv_python
 
 VENV = Path(USER_ENV.get("RECIPE_OPENTAU_VENV") or ROOT / ".venv-opentau")
 BUILD = "bash tests/upstream/opentau_env.sh"
+TINY = str(ROOT / "examples" / "pi07-tiny.yaml")  # run from tmp_path: the file by its path
 DEEP = "policy.options.vlm_config.gemma{}.num_hidden_layers=14"
 OFFLINE = {
     "HF_HUB_OFFLINE": "1",
@@ -39,7 +40,7 @@ def rehearse(tmp_path, *args, timeout=600):
 
 @pytest.mark.upstream
 def test_tiny_pi07_rehearses_two_steps_on_cpu_with_nothing_fetched(tmp_path):
-    done, report, out = rehearse(tmp_path, "pi07-tiny/ddp/cpu", f"trainer.env={opentau_env()}", "--steps", "2")
+    done, report, out = rehearse(tmp_path, TINY, f"trainer.env={opentau_env()}", "--steps", "2")
     assert done.returncode == 0, done.stderr[-3000:]
     assert report["steps"] == 2 and len(report["losses"]) == 2
     assert all(math.isfinite(v) for v in report["losses"] + report["grad_norms"])
@@ -62,7 +63,7 @@ def test_tiny_pi07_rehearses_two_steps_on_cpu_with_nothing_fetched(tmp_path):
 def test_a_gradient_norm_that_is_not_finite_fails_the_rehearsal(tmp_path):
     done, report, _ = rehearse(
         tmp_path,
-        "pi07-tiny/ddp/cpu",
+        TINY,
         f"trainer.env={opentau_env()}",
         "--steps",
         "2",
@@ -93,10 +94,10 @@ def test_steps_goes_with_rehearse(tmp_path):
 def test_doctor_asks_the_trainer_env_for_what_opentau_train_imports(tmp_path):
     import sys
 
-    ready = run_cli("doctor", "pi07-tiny/ddp/cpu", f"trainer.env={opentau_env()}", cwd=tmp_path, timeout=120)
+    ready = run_cli("doctor", TINY, f"trainer.env={opentau_env()}", cwd=tmp_path, timeout=120)
     assert ready.returncode == 0 and "ready" in ready.stdout, ready.stdout[-2000:]
     # the project's own venv has torch and accelerate, not OpenTau nor what its train() imports
-    lacking = run_cli("doctor", "pi07-tiny/ddp/cpu", f"trainer.env={sys.prefix}", cwd=tmp_path, timeout=120)
+    lacking = run_cli("doctor", TINY, f"trainer.env={sys.prefix}", cwd=tmp_path, timeout=120)
     assert lacking.returncode == 1
     said = next(line for line in (lacking.stdout + lacking.stderr).splitlines() if "error[host-trainer-env]" in line)
     assert "has no opentau" in said and "wandb" in said and "gymnasium" in said and "accelerate or" not in said
