@@ -135,10 +135,7 @@ def test_missing_trainer_program(tmp_path):
     env = {"PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}/usr/bin:/bin"}
     r = run_cli("run", "pi07/zero2/8xA100", *ON_THIS_HOST, "--output-dir", str(tmp_path / "run"), env=env)
     assert r.returncode == 127
-    assert (
-        "opentau-train not found on PATH (hint: bash tests/upstream/opentau_env.sh ENV builds one"
-        in r.stderr
-    )
+    assert "opentau-train not found on PATH (hint: bash tests/upstream/opentau_env.sh ENV builds one" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "run").exists()
 
 
