@@ -83,7 +83,12 @@ def rehearse(
     ranks = folder / "ranks"
     ranks.mkdir(exist_ok=True)
     path = os.pathsep.join(p for p in (str(PROBE), env.get("PYTHONPATH", "")) if p)
-    launch_env = {**adapter.env(made), "PYTHONPATH": path, "RECIPE_REHEARSAL_DIR": str(ranks.resolve())}
+    launch_env = {
+        **adapter.env(made),
+        "PYTHONPATH": path,
+        "RECIPE_REHEARSAL_DIR": str(ranks.resolve()),
+        "RECIPE_REHEARSAL_INIT": "1",  # no weight matrix left at exactly zero (rank_probe/sitecustomize.py)
+    }
     code = run(
         target,
         [*shared, *keys],

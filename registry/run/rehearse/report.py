@@ -113,6 +113,7 @@ def finish(recipe: Recipe, folder: Path, code: int, steps: int, adapter) -> int:
         "losses": [v for _, v, _ in logged],
         "grad_norms": [n for _, _, n in logged],
         "optimizer_steps": [len(r.get("step_ends") or []) for r in records],
+        "drawn_zero_matrices": sorted({n for r in records for n in r.get("drawn_zero_matrices") or []}),
         "peak_allocated_gib": [round(p, 3) for p in peaks],
         "peak_reserved_gib": [round(r["peak_reserved_bytes"] / GIB, 3) for r in records if "peak_reserved_bytes" in r],
         "devices": sorted({r["device"] for r in records if "device" in r}),
@@ -134,7 +135,7 @@ def finish(recipe: Recipe, folder: Path, code: int, steps: int, adapter) -> int:
         )
         return Exit.INVALID
     if bad:
-        step, what, value = min(bad)
+        step, what, value = min(bad, key=lambda b: (b[0], b[1] != "loss"))  # the loss first, at one step
         print(
             f"recipe: rehearsal failed: the {what} is {value} at step {step}"
             + (
@@ -164,6 +165,12 @@ def _lines(result: dict, logged, peaks: list[float], estimated: float | None, sp
     lines = [
         f"weights and data are synthetic ({result['synthetic']}): the losses say the training path works, not how well"
     ]
+    if result["drawn_zero_matrices"]:
+        names = result["drawn_zero_matrices"]
+        lines.append(
+            f"{len(names)} weight matri{'ces' if len(names) > 1 else 'x'} the library initialises to exactly zero drawn"
+            f" at random instead, as no checkpoint has them ({', '.join(names[:3])}{' ...' if len(names) > 3 else ''})"
+        )
     if logged:
         shown = ", ".join(f"{v:.4g}" for _, v, _ in logged[:12]) + (" ..." if len(logged) > 12 else "")
         lines.append(f"{len(logged)} steps logged; losses {shown}")

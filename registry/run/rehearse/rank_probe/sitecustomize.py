@@ -11,6 +11,15 @@ itself: it waits for the trainer to import torch. Where RECIPE_REHEARSAL_DIR is 
     times, the peak memory torch allocated and reserved on the rank's GPU, and the process's peak
     resident memory (after every step too, because a trainer may leave with os._exit, which runs
     no exit handler).
+With RECIPE_REHEARSAL_INIT=1 it also wraps accelerate's Accelerator.prepare: before the trainer's
+model is prepared, every weight matrix (a floating parameter of two or more dimensions) that is
+exactly zero is drawn from a normal of standard deviation 0.02 instead. Libraries zero some
+matrices at initialisation because a checkpoint overwrites them (transformers' Gemma 3 zeroes its
+multimodal projector, so every image token enters the backbone as a zero row); with random
+weights that leaves rows no checkpoint has, and an RMS norm's backward multiplies the gradient at
+a zero row by 1/sqrt(eps) once per norm until bf16 overflows (docs/rehearsal.md, A gradient that is
+not finite). The record names the matrices drawn.
+
 Then it runs the sitecustomize it shadows, if the environment has one.
 """
 
@@ -26,7 +35,10 @@ import time
 
 _OUT = os.environ.get("RECIPE_REHEARSAL_DIR")
 _HOOKED = "torch.optim.optimizer"
+_PREPARE = "accelerate.accelerator"
+_INIT_STD = 0.02  # transformers' initializer_range for Gemma, SigLIP and most models it builds
 _ends = []
+_drawn = []
 
 
 def _on_step(optimizer, args, kwargs):
@@ -37,20 +49,45 @@ def _on_step(optimizer, args, kwargs):
     _write()
 
 
-class _WhenTorchArrives(importlib.abc.MetaPathFinder):
-    """Registers the hook right after torch.optim.optimizer runs; finds nothing itself."""
+def _draw_zero_matrices(model):
+    torch = sys.modules["torch"]
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.is_floating_point() and p.dim() >= 2 and p.numel() and not bool(p.any()):
+                p.normal_(0.0, _INIT_STD)
+                _drawn.append(name)
+
+
+def _hook_prepare(module):
+    prepare = module.Accelerator.prepare
+
+    def prepare_drawn(self, *args, **kwargs):
+        torch = sys.modules["torch"]
+        for arg in args:
+            if isinstance(arg, torch.nn.Module):
+                _draw_zero_matrices(arg)
+        return prepare(self, *args, **kwargs)
+
+    module.Accelerator.prepare = prepare_drawn
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs `then(module)` right after the module `name` runs; finds nothing itself."""
+
+    def __init__(self, name, then):
+        self.name, self.then = name, then
 
     def find_spec(self, name, path=None, target=None):
-        if name != _HOOKED:
+        if name != self.name:
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            run = spec.loader.exec_module
+            run, then = spec.loader.exec_module, self.then
 
             def exec_module(module):
                 run(module)
-                module.register_optimizer_step_post_hook(_on_step)
+                then(module)
 
             spec.loader.exec_module = exec_module
         return spec
@@ -64,6 +101,7 @@ def _write():
         "rank": int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))),
         "pid": os.getpid(),
         "step_ends": _ends,
+        "drawn_zero_matrices": _drawn,
         "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -82,10 +120,9 @@ def _write():
 
 
 if _OUT:
-    if _HOOKED in sys.modules:  # imported before site ran (never in a fresh interpreter)
-        sys.modules[_HOOKED].register_optimizer_step_post_hook(_on_step)
-    else:
-        sys.meta_path.insert(0, _WhenTorchArrives())
+    sys.meta_path.insert(0, _AfterImport(_HOOKED, lambda m: m.register_optimizer_step_post_hook(_on_step)))
+    if os.environ.get("RECIPE_REHEARSAL_INIT") == "1":
+        sys.meta_path.insert(0, _AfterImport(_PREPARE, _hook_prepare))
     atexit.register(_write)
 
 # the environment's own sitecustomize, which this module's name hides
