@@ -51,7 +51,7 @@ def rehearse(
     allow_mismatch: bool,
     waive: list[str] | None,
 ) -> int:
-    from registry.run import claim, run
+    from registry.run import checked, claim, run
     from registry.run import resume as resume_
     from registry.run.environment import interpreter_of
 
@@ -62,10 +62,8 @@ def rehearse(
     if adapter is None:
         known = ", ".join(sorted(ADAPTERS))
         raise RecipeError(f"{recipe.name}: rehearsal drives the {known} trainers, not {kind}", Exit.INVALID)
-    shared = [*overrides, *schedule(compose(target, overrides).data, steps)]
+    shared = [*overrides, *schedule(recipe.data, steps)]
     # the recipe is checked before anything is made: an invalid one fails in a second, not after the data
-    from registry.run import checked
-
     first, bundle = checked(target, shared)
     folder = Path(output_dir) if output_dir else claim(resume_.runs_of(first, Path("runs") / "rehearsals"))
     folder.mkdir(parents=True, exist_ok=True)

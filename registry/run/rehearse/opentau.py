@@ -15,7 +15,7 @@ import math
 import subprocess
 from pathlib import Path
 
-from registry import view
+from registry import untrusted, view
 from registry.doc import lookup
 from registry.errors import RecipeError
 
@@ -92,9 +92,10 @@ def make(doc: dict, out: Path, python: str, samples: int, log: Path) -> dict:
             f"rehearsal: making the synthetic data failed (exit {done.returncode}): {' / '.join(tail)}"
             f" (hint: the whole output is in {log})"
         )
-    try:
-        return json.loads(done.stdout.decode().strip().splitlines()[-1])
-    except (ValueError, IndexError):
+    try:  # what the trainer's Python printed, read as everything from outside is (docs/failure-modes.md §68)
+        made = untrusted.loads(done.stdout.strip().splitlines()[-1], ASSETS.name)
+        return untrusted.expect(made, dict, ASSETS.name, "its report")
+    except (untrusted.Rejected, IndexError):
         raise RecipeError(f"rehearsal: {ASSETS.name} printed no report (hint: see {log})") from None
 
 

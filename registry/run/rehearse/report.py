@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -35,7 +36,7 @@ def losses(folder: Path, adapter) -> list[tuple[int, float, float | None]]:
         found = []
         for line in _text(folder / "metrics.jsonl").splitlines():
             try:
-                row = json.loads(line, parse_constant=float)
+                row = json.loads(line)  # NaN included: a loss that is not finite is the point
             except ValueError:
                 continue
             if isinstance(row, dict) and "loss" in row and "step" in row:
@@ -105,7 +106,7 @@ def finish(recipe: Recipe, folder: Path, code: int, steps: int, adapter) -> int:
     bad += [(s, "gradient norm", n) for s, _, n in logged if isinstance(n, float) and not math.isfinite(n)]
     result = {
         "recipe": recipe.name,
-        "command": " ".join(sys.argv[1:]) and "recipe " + " ".join(sys.argv[1:]),
+        "command": shlex.join(["recipe", *sys.argv[1:]]),
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "synthetic": adapter.note(),
         "exit_code": code,
@@ -151,12 +152,13 @@ def finish(recipe: Recipe, folder: Path, code: int, steps: int, adapter) -> int:
 
 def _estimate(recipe: Recipe) -> float | None:
     from registry import estimate as memory
+    from registry.errors import RecipeError
     from registry.validate import typed
 
     doc = typed(recipe.data, recipe.origins, recipe.name)
     try:
         est = memory.estimate(doc)
-    except Exception:
+    except RecipeError:  # an input it needs is unset: said as no estimate, not a failed rehearsal
         return None
     return est.allocated_gib if est is not None and est.finite else None
 
