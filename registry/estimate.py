@@ -56,7 +56,7 @@ class Estimate:
     @property
     def phase(self) -> str:
         """Where the peak falls: the phase that allocates more."""
-        return max(self.phases, key=lambda name: _allocated(self.phases[name]))
+        return max(self.phases, key=lambda name: allocated(self.phases[name]))
 
     @property
     def breakdown(self) -> dict[str, float]:
@@ -73,7 +73,7 @@ class Estimate:
     @property
     def allocated_gib(self) -> float:
         """What torch.cuda.max_memory_allocated would report."""
-        return _allocated(self.breakdown)
+        return allocated(self.breakdown)
 
     @property
     def reserved_gib(self) -> float:
@@ -191,7 +191,8 @@ def _short(value) -> str:
     return text if len(text) <= 12 else f"{text[:6]}...({len(text)} digits)"
 
 
-def _allocated(rows: dict[str, float]) -> float:
+def allocated(rows: dict[str, float]) -> float:
+    """What torch.cuda.max_memory_allocated would report of one phase's rows."""
     return sum(v for k, v in rows.items() if k not in OUTSIDE_ALLOCATOR)
 
 

@@ -94,13 +94,31 @@ def throughput(records: list[dict], per_step: int) -> interval.Figure | None:
     return interval.figure([rates]) if rates else None
 
 
+PHASES = ("forward_backward", "entering_step", "step")
+
+
+def phases(record: dict) -> dict[str, float] | None:
+    """A rank's peak in each phase over its updates after the warm-up (GiB), where it was on a GPU;
+    the first update is left out, as it allocates the optimizer's state and its buffers."""
+    rows = [r for r in record.get("phases") or [] if isinstance(r, list) and len(r) == 3]
+    rows = rows[WARMUP_STEPS:] or rows
+    if not rows:
+        return None
+    return {
+        name: round(max(r[i] for r in rows if isinstance(r[i], (int, float))) / GIB, 3)
+        if any(isinstance(r[i], (int, float)) for r in rows)
+        else None
+        for i, name in enumerate(PHASES)
+    }
+
+
 def finish(recipe: Recipe, folder: Path, code: int, steps: int, adapter) -> int:
     run_dir = folder / "run"
     logged = losses(run_dir, adapter)
     records = ranks(folder / "ranks")
     per_step = samples_per_step(recipe.data)
     speed = throughput(records, per_step)
-    estimated = _estimate(recipe)
+    estimated, estimated_phases = _estimate(recipe)
     peaks = [r["peak_allocated_bytes"] / GIB for r in records if "peak_allocated_bytes" in r]
     bad = [(s, "loss", v) for s, v, _ in logged if not math.isfinite(v)]
     bad += [(s, "gradient norm", n) for s, _, n in logged if isinstance(n, float) and not math.isfinite(n)]
@@ -119,7 +137,9 @@ def finish(recipe: Recipe, folder: Path, code: int, steps: int, adapter) -> int:
         "peak_reserved_gib": [round(r["peak_reserved_bytes"] / GIB, 3) for r in records if "peak_reserved_bytes" in r],
         "devices": sorted({r["device"] for r in records if "device" in r}),
         "max_rss_gib": [round(r["max_rss_bytes"] / GIB, 3) for r in records],
+        "phase_peaks_gib": [phases(r) for r in records if "peak_allocated_bytes" in r],
         "estimate_allocated_gib": round(estimated, 3) if estimated is not None else None,
+        "estimate_phases_gib": estimated_phases,
         "samples_per_step": per_step,
         "samples_per_s": round(speed.median, 3) if speed else None,
         "samples_per_s_interval": speed.json() if speed else None,
@@ -150,7 +170,8 @@ def finish(recipe: Recipe, folder: Path, code: int, steps: int, adapter) -> int:
     return Exit.OK
 
 
-def _estimate(recipe: Recipe) -> float | None:
+def _estimate(recipe: Recipe) -> tuple[float | None, dict | None]:
+    """The estimate's peak allocated, and its two phases by name (GiB), as the rank phases are named."""
     from registry import estimate as memory
     from registry.errors import RecipeError
     from registry.validate import typed
@@ -159,8 +180,11 @@ def _estimate(recipe: Recipe) -> float | None:
     try:
         est = memory.estimate(doc)
     except RecipeError:  # an input it needs is unset: said as no estimate, not a failed rehearsal
-        return None
-    return est.allocated_gib if est is not None and est.finite else None
+        return None, None
+    if est is None or not est.finite:
+        return None, None
+    by_phase = {"forward_backward": memory.FORWARD, "step": memory.STEP}
+    return est.allocated_gib, {k: round(memory.allocated(est.phases[v]), 3) for k, v in by_phase.items()}
 
 
 def _lines(result: dict, logged, peaks: list[float], estimated: float | None, speed) -> list[str]:
@@ -181,6 +205,14 @@ def _lines(result: dict, logged, peaks: list[float], estimated: float | None, sp
         if estimated:
             beside += f" ({(max(peaks) - estimated) / estimated:+.1%} measured against it)"
         lines.append("peak allocated per rank " + ", ".join(f"{p:.2f}" for p in peaks) + f" GiB{beside}")
+        first = next((p for p in result["phase_peaks_gib"] if p), None)
+        if first and first["forward_backward"] is not None and first["step"] is not None:
+            said = result["estimate_phases_gib"]
+            est = f" (estimate {said['forward_backward']:.2f} and {said['step']:.2f})" if said else ""
+            lines.append(
+                f"rank 0 by phase after the warm-up: forward/backward {first['forward_backward']:.2f} GiB,"
+                f" optimizer step {first['step']:.2f} GiB{est}; {first['entering_step']:.2f} GiB held as it starts"
+            )
     elif result["max_rss_gib"]:
         lines.append(
             "CPU: peak resident memory per rank " + ", ".join(f"{g:.2f}" for g in result["max_rss_gib"]) + " GiB"

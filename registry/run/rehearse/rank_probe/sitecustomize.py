@@ -7,10 +7,15 @@ itself: it waits for the trainer to import torch. Where RECIPE_REHEARSAL_DIR is 
     torch.optim.optimizer is imported (one call per update, with accumulation too; the optimizers
     under DeepSpeed and FSDP are torch optimizers), after waiting for the GPU, so that a step's time
     is its work and not its launch;
+  - splits each step's GPU memory at the same hook and its pre-step twin: the peak allocated from
+    the last update to this one's start (forward and backward, and what a backend does to the
+    gradients before the torch optimizer runs), what is allocated as the optimizer starts, and the
+    peak inside the update; the estimate's two phases, measured (torch's peak counter is reset at
+    each hook, the run's peak kept here);
   - after every step and at exit writes RECIPE_REHEARSAL_DIR/rank-<RANK>-<pid>.json: the step end
-    times, the peak memory torch allocated and reserved on the rank's GPU, and the process's peak
-    resident memory (after every step too, because a trainer may leave with os._exit, which runs
-    no exit handler).
+    times, the peak memory torch allocated and reserved on the rank's GPU, the phases, and the
+    process's peak resident memory (after every step too, because a trainer may leave with
+    os._exit, which runs no exit handler).
 With RECIPE_REHEARSAL_INIT=1 it also wraps accelerate's Accelerator.prepare: before the trainer's
 model is prepared, every weight matrix (a floating parameter of two or more dimensions) that is
 exactly zero is drawn from a normal of standard deviation 0.02 instead. Libraries zero some
@@ -39,14 +44,42 @@ _PREPARE = "accelerate.accelerator"
 _INIT_STD = 0.02  # transformers' initializer_range for Gemma, SigLIP and most models it builds
 _ends = []
 _drawn = []
+_phases = []  # per update: [forward/backward peak, allocated entering the update, update peak] in bytes
+_peak = {"allocated": 0, "reserved": 0}  # the run's, across the resets
+
+
+def _on_gpu(torch) -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_initialized()
+
+
+def _take_peak(torch) -> int:
+    """The peak allocated since the last take, folded into the run's; the counter starts again."""
+    allocated = torch.cuda.max_memory_allocated()
+    _peak["allocated"] = max(_peak["allocated"], allocated)
+    _peak["reserved"] = max(_peak["reserved"], torch.cuda.max_memory_reserved())
+    torch.cuda.reset_peak_memory_stats()
+    return allocated
+
+
+def _before_step(optimizer, args, kwargs):
+    torch = sys.modules["torch"]
+    if _on_gpu(torch):
+        _phases.append([_take_peak(torch), torch.cuda.memory_allocated(), None])
 
 
 def _on_step(optimizer, args, kwargs):
     torch = sys.modules["torch"]
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if _on_gpu(torch):
         torch.cuda.synchronize()
+        if _phases and _phases[-1][2] is None:
+            _phases[-1][2] = _take_peak(torch)
     _ends.append(time.perf_counter())
     _write()
+
+
+def _hook_steps(module):
+    module.register_optimizer_step_pre_hook(_before_step)
+    module.register_optimizer_step_post_hook(_on_step)
 
 
 def _draw_zero_matrices(model):
@@ -104,11 +137,12 @@ def _write():
         "drawn_zero_matrices": _drawn,
         "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if _on_gpu(torch):
         record.update(
             device=torch.cuda.get_device_name(),
-            peak_allocated_bytes=torch.cuda.max_memory_allocated(),
-            peak_reserved_bytes=torch.cuda.max_memory_reserved(),
+            peak_allocated_bytes=max(_peak["allocated"], torch.cuda.max_memory_allocated()),
+            peak_reserved_bytes=max(_peak["reserved"], torch.cuda.max_memory_reserved()),
+            phases=_phases,
         )
     path = os.path.join(_OUT, f"rank-{record['rank']}-{record['pid']}.json")
     try:
@@ -120,7 +154,7 @@ def _write():
 
 
 if _OUT:
-    sys.meta_path.insert(0, _AfterImport(_HOOKED, lambda m: m.register_optimizer_step_post_hook(_on_step)))
+    sys.meta_path.insert(0, _AfterImport(_HOOKED, _hook_steps))
     if os.environ.get("RECIPE_REHEARSAL_INIT") == "1":
         sys.meta_path.insert(0, _AfterImport(_PREPARE, _hook_prepare))
     atexit.register(_write)
