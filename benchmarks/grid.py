@@ -145,7 +145,7 @@ def predicted(doc: dict) -> dict:
     return {
         "predicted_allocated_gib": round(est.allocated_gib, 3),
         "predicted_reserved_gib": round(est.reserved_gib, 3),
-        "predicted_fits": est.fraction <= 1.0,
+        "predicted_fits": est.needed_fraction <= 1.0,
         "predicted_phase": est.phase,
     }
 

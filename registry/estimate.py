@@ -81,6 +81,15 @@ class Estimate:
         return self.allocated_gib + self.breakdown["allocator overhead"]
 
     @property
+    def needed_fraction(self) -> float:
+        """What must be allocated (and the CUDA context) against the GPU's memory. This, not the
+        reserve, decides whether a step fits: torch's caching allocator, when an allocation fails,
+        frees the blocks it caches and tries again before it raises out-of-memory; the reserve it
+        keeps beyond allocated (`fraction`) is what the 90% warning reads."""
+        need = self.allocated_gib + self.breakdown["CUDA context"]
+        return need / self.capacity_gib if self.capacity_gib > 0 else math.inf
+
+    @property
     def finite(self) -> bool:
         """Whether every figure is a finite number (False when an input overflows float range)."""
         figures = [v for rows in self.phases.values() for v in rows.values()]
@@ -88,16 +97,24 @@ class Estimate:
 
     @property
     def largest_micro_batch(self) -> int:
-        return self.largest_under(1.0)
+        """The largest micro batch whose allocated peak fits (needed_fraction at most 1)."""
+        return self._largest(1.0, reserve=False)
 
     def largest_under(self, fraction: float) -> int:
-        """The largest micro batch whose peak stays under `fraction` of the GPU's memory."""
+        """The largest micro batch whose peak with the allocator's reserve stays under `fraction`."""
+        return self._largest(fraction, reserve=True)
+
+    def _largest(self, fraction: float, reserve: bool) -> int:
         limit = fraction * self.capacity_gib
-        forward = self.phases[FORWARD]
-        per_sample = self.per_sample_gib * (1 + self.overhead)
-        if not self.finite or sum(self.phases[STEP].values()) > limit or per_sample <= 0:
+        forward, step = self.phases[FORWARD], self.phases[STEP]
+        counted = (
+            (lambda rows: sum(rows.values())) if reserve else (lambda rows: allocated(rows) + rows["CUDA context"])
+        )
+        scale = 1 + self.overhead if reserve else 1.0
+        per_sample = self.per_sample_gib * scale
+        if not self.finite or counted(step) > limit or per_sample <= 0:
             return 0
-        fixed = sum(forward.values()) - forward["activations"] * (1 + self.overhead)
+        fixed = counted(forward) - forward["activations"] * scale
         fits = (limit - fixed) // per_sample
         return max(0, int(fits)) if math.isfinite(fits) else 0
 
@@ -244,7 +261,19 @@ def _layout(recipe: Section) -> tuple[dict, dict, dict, float]:
         root=_float(mem.root_unit_params),
         mixed=backend.mixed_precision != "no",
     )
-    return LAYOUTS[backend.kind](recipe, backend, sizes)
+    kept, forward, step, accumulated = LAYOUTS[backend.kind](recipe, backend, sizes)
+    if _fused_adam(recipe) and backend.kind in ("ddp", "fsdp"):
+        step = {**step, "optimizer temporaries": 0.0}
+    return kept, forward, step, accumulated
+
+
+def _fused_adam(recipe: Section) -> bool:
+    """Whether the trainer's Adam is torch's fused kernel, which allocates no temporary in the update
+    (each trainer module says what its library builds)."""
+    from registry.trainers import KINDS, adapter
+
+    kind = recipe.trainer.kind
+    return kind in KINDS and bool(getattr(adapter(kind), "FUSED_ADAM", False))
 
 
 def _ddp(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict, float]:
@@ -263,7 +292,14 @@ def _fsdp(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict
     if sharding in ("HYBRID_SHARD", "HYBRID_SHARD_ZERO2"):
         # within a node; a hardware part without GPUs (an invariant's error) shards over nothing
         shards = max(1.0, _float(recipe.hardware.gpus_per_node))
-    if sharding in ("SHARD_GRAD_OP", "HYBRID_SHARD_ZERO2") or shards == 1:
+    forward = {}
+    if backend.version == 1 and shards == 1:
+        # NO_SHARD, which FSDP1 also falls back to on one process: each unit's low-precision copy is
+        # made and freed unit by unit, and the fp32 gradients of the last update stay until each
+        # unit's next forward (pi07 on 1 x H200, benchmarks/results/pi07_fsdp_1xH200.json)
+        gathered = 2 * z.unit * z.low if z.mixed else 0.0  # a unit in flight and the next one
+        forward["gradients"] = 4 * T
+    elif sharding in ("SHARD_GRAD_OP", "HYBRID_SHARD_ZERO2") or shards == 1:
         gathered = P * z.low if z.mixed or shards > 1 else 0.0  # gathered between forward and backward
     elif backend.version == 1:
         # the root stays gathered from forward into backward in fp32 (autocast's copies of it die
@@ -275,8 +311,8 @@ def _fsdp(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict
     step = {"gradients": 4 * T / shards, "optimizer temporaries": 4 * T / shards}
     # FSDP1's no_sync and FSDP2's set_requires_gradient_sync(False) skip the reduce-scatter and
     # keep every unsharded gradient, in the compute dtype, until the micro step that syncs
-    accumulated = T * z.low if shards > 1 else 4 * T
-    return kept, {"gathered weights": gathered}, step, accumulated
+    accumulated = T * z.low if shards > 1 else (0.0 if "gradients" in forward else 4 * T)
+    return kept, {**forward, "gathered weights": gathered}, step, accumulated
 
 
 def _deepspeed(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict, dict, float]:
@@ -300,10 +336,14 @@ def _deepspeed(recipe: Section, backend: Section, z: Sizes) -> tuple[dict, dict,
     # reduces each micro step into its partition of averaged gradients; with the optimizer on CPU
     # both accumulate there
     accumulated = 0.0 if on_cpu else z.low * T / (n if stage == 2 else 1)
+    # as it converts the gradients, DeepSpeed holds the low-precision partition, its flattened copy and
+    # the fp32 copy at once (a foreach Adam's temporary in the update is as large): 2P + 20T/n at
+    # one rank, measured on pi07 (benchmarks/results/pi07_zero2_1xH200.json)
+    temporaries = 0.0 if on_cpu else 2 * z.low * T / optimizer_shards
     return (
         {"parameters": z.low * P, "optimizer states": optim},
         {"communication buckets": buckets},
-        {"communication buckets": buckets, "gradients": grads},
+        {"communication buckets": buckets, "gradients": grads, "optimizer temporaries": temporaries},
         accumulated,
     )
 
@@ -349,4 +389,5 @@ def _activation_factor(recipe: Section) -> float:
         return 1.0
     if backend.mixed_precision == "no":
         return 2.0
-    return _float(backend.memory.activation_factor)
+    measured = recipe.policy.memory.fp32_activation_factor
+    return _float(measured if measured is not None else backend.memory.activation_factor)

@@ -268,7 +268,7 @@ def test_recipe_page_shows_values_origins_estimate_results_and_run(site):
     assert re.fullmatch(r"recipes/base\.yaml:\d+:\d+", values["policy.use_torch_compile"][2])
     shown = shown_text(text)
     assert "recipe run pi07/zero2/8xA100" in shown
-    assert "82% of 79.25 GiB" in shown and "Largest micro batch that fits: 26 (under 90%: 22)" in shown
+    assert "85% of 79.25 GiB" in shown and "Largest micro batch that fits: 25 (under 90%: 21)" in shown
     assert text.count("<svg") == 3  # the estimate's bars, samples/s and memory fraction
 
 

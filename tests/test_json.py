@@ -148,17 +148,17 @@ BENCH_KEYS = {
 
 
 def test_bench_json_of_skipped_cells(tmp_path):
-    """Cells that bench skips before training (another trainer; invalid) go through the JSON
-    path without launching anything."""
+    """Cells that bench skips before training (a trainer without a rehearsal; invalid) go through
+    the JSON path without launching anything."""
     r = run_cli(
-        "bench", "pi07/zero2/8xA100", "tiny/ddp/cpu", "train.micro_batch_size=0", "--format", "json", cwd=tmp_path
+        "bench", "act/ddp/8xA100", "tiny/ddp/cpu", "train.micro_batch_size=0", "--format", "json", cwd=tmp_path
     )
     assert r.returncode == 1 and "Traceback" not in r.stderr  # every cell skipped, as in text
     doc = json.loads(r.stdout)
     assert doc["steps"] == 20 and doc["warmup"] == 5
-    assert [row["recipe"] for row in doc["results"]] == ["pi07/zero2/8xA100", "tiny/ddp/cpu"]
+    assert [row["recipe"] for row in doc["results"]] == ["act/ddp/8xA100", "tiny/ddp/cpu"]
     assert all(set(row) == BENCH_KEYS for row in doc["results"])
-    assert "opentau" in doc["results"][0]["skipped"] and doc["results"][1]["skipped"].startswith("invalid")
+    assert "lerobot" in doc["results"][0]["skipped"] and doc["results"][1]["skipped"].startswith("invalid")
     assert doc["results"][0]["samples_per_s"] is None and not list(tmp_path.iterdir())
 
 

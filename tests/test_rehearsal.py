@@ -108,3 +108,27 @@ def test_doctor_asks_the_trainer_env_for_what_opentau_train_imports(tmp_path):
     assert lacking.returncode == 1
     said = next(line for line in (lacking.stdout + lacking.stderr).splitlines() if "error[host-trainer-env]" in line)
     assert "has no opentau" in said and "wandb" in said and "gymnasium" in said and "accelerate or" not in said
+
+
+def test_bench_measures_an_opentau_cell_through_its_rehearsal(tmp_path):
+    """`recipe bench` of an OpenTau recipe: two launches of its rehearsal, the interval over both."""
+    r = run_cli(
+        "bench",
+        str(TINY),
+        f"trainer.env={opentau_env()}",
+        "--steps",
+        "2",
+        "--warmup",
+        "0",
+        "--repeats",
+        "2",
+        "--format",
+        "json",
+        cwd=tmp_path,
+        env=OFFLINE,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    (row,) = json.loads(r.stdout)["results"]
+    assert row["skipped"] is None and row["samples_per_s"] > 0
+    assert row["samples_per_s_interval"]["launches"] == 2 and row["samples_per_s_interval"]["steps"] == 4

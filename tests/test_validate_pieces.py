@@ -32,14 +32,20 @@ def test_a_cpu_recipe_has_no_memory_check_even_where_a_gpu_size_is_unset():
 def test_the_breakdown_names_parts_of_a_twentieth_of_a_gib_and_more(monkeypatch):
     sizes = {"weights": 30.0, "at the threshold": 0.05, "under it": 0.049}
     est = SimpleNamespace(
-        finite=True, breakdown=sizes, total_gib=76.0, capacity_gib=80.0, fraction=0.95, largest_micro_batch=20
+        finite=True,
+        breakdown=sizes,
+        total_gib=76.0,
+        capacity_gib=80.0,
+        fraction=0.95,
+        needed_fraction=0.94,
+        largest_micro_batch=20,
     )
     monkeypatch.setattr(checks.memory, "estimate", lambda recipe: est)
     [said] = checks.memory_fit(view.of(compose("pi07/zero2/8xA100").data), FIT)
     assert said.severity == "warning" and said.path == ("train", "micro_batch_size")
     assert said.message == (
-        "needs about 76.0 GiB per rank of 80.0 GiB (95%: weights 30.0, at the threshold 0.1);"
-        " the largest micro batch that fits is 20"
+        "needs about 75.2 GiB per rank of 80.0 GiB (94%; 95% with the allocator's reserve: weights 30.0,"
+        " at the threshold 0.1); the largest micro batch that fits is 20"
     )
 
 

@@ -76,6 +76,7 @@ def run(args) -> int:
                     "per_sample_gib": est.per_sample_gib,
                     "total_gib": est.total_gib,
                     "fraction": est.fraction,
+                    "needed_fraction": est.needed_fraction,
                     "peak_phase": est.phase,
                     "micro_batch_size": est.micro_batch_size,
                     "gradient_accumulation_steps": est.accumulation,
@@ -98,7 +99,10 @@ def run(args) -> int:
         f"{est.fraction:.0%} of {est.capacity_gib:.2f} GiB (allocated {est.allocated_gib:.2f}, reserved {est.reserved_gib:.2f}; "
         f"activations {est.per_sample_gib:.3f} GiB per sample)"
     )
-    print(f"largest micro batch that fits: {est.largest_micro_batch} (under 90%: {est.largest_under(0.9)})")
+    print(
+        f"largest micro batch that fits: {est.largest_micro_batch}, by what it allocates"
+        f" ({est.needed_fraction:.0%} now); under 90% with the reserve: {est.largest_under(0.9)}"
+    )
     print(f"activations per frame: {frames['said']}")
     return Exit.OK
 

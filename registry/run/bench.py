@@ -1,15 +1,19 @@
 """`recipe bench`: run recipes with the built-in trainer under measuring conditions (gradient
 accumulation 1, docs/failure-modes.md §20; phase timing on; no checkpoints) and report global samples/s
 (slowest rank: the median step's, with its confidence interval, registry/run/interval.py), peak
-allocated and reserved memory (fullest rank) and where the step time goes."""
+allocated and reserved memory (fullest rank) and where the step time goes. A recipe of a trainer
+the rehearsal drives (OpenTau) is benched through its rehearsal: its own trainer and launch, random
+weights and synthetic data, timed by the rank probe (docs/rehearsal.md); no phase shares there."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from importlib import metadata
@@ -30,6 +34,7 @@ from registry.sharing import sources
 from registry.train import PHASES
 from registry.validate import ROOT, validate
 
+GIB = 1024**3
 MEASURING = [
     "train.gradient_accumulation_steps=1",  # else throughput is over-reported (docs/failure-modes.md §20)
     "train.log_every=1",
@@ -53,6 +58,7 @@ class Outcome:
     world_size: int = 0
     run_dir: Path | None = None
     doc: dict | None = None
+    rehearsed: bool = False  # measured through `recipe run --rehearse`: synthetic weights and data
     rates: list[list[float]] = field(default_factory=list)  # each launch's per-step samples/s after warm-up
 
     @property
@@ -99,8 +105,13 @@ def bench_one(
     measuring = [m for m in MEASURING if not (keep_accumulation and m.startswith("train.gradient_accumulation"))]
     recipe = compose(target, [*overrides, *measuring, f"train.steps={warmup + steps}"])
     name = recipe.name
-    if recipe.data["trainer"]["kind"] != "builtin":
-        return Outcome(name, skipped=f"the {recipe.data['trainer']['kind']} trainer reports no metrics.jsonl")
+    kind = recipe.data["trainer"]["kind"]
+    if kind != "builtin":
+        from registry.run.rehearse import ADAPTERS
+
+        if kind not in ADAPTERS or keep_accumulation:
+            return Outcome(name, skipped=f"the {kind} trainer reports no metrics.jsonl and has no rehearsal")
+        return _bench_rehearsed(target, overrides, steps, warmup, allow_mismatch, base)
     errors = [p for p in validate(recipe.data, recipe.origins) if p.is_error]
     if errors:
         return Outcome(name, skipped="invalid: " + ", ".join(sorted({p.rule for p in errors})))
@@ -123,6 +134,52 @@ def bench_one(
     )
 
 
+def _bench_rehearsed(target: str, overrides: list[str], steps: int, warmup: int, allow: bool, base: Path) -> Outcome:
+    """One launch of a real trainer's recipe through its rehearsal, its step rates read from the
+    rank probe's records (the slowest rank's step end to end, as the rehearsal reports them)."""
+    from registry.run.rehearse import rehearse
+    from registry.run.rehearse import report as rehearsal
+
+    recipe = compose(target, [*overrides, "train.gradient_accumulation_steps=1"])
+    errors = [p for p in validate(recipe.data, recipe.origins) if p.is_error]
+    if errors:
+        return Outcome(recipe.name, skipped="invalid: " + ", ".join(sorted({p.rule for p in errors})))
+    base.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=recipe.name.replace("/", "_") + "-", dir=base))
+    with contextlib.redirect_stdout(sys.stderr):  # the trainer's output: stdout carries the bench's table or JSON
+        code = rehearse(
+            target,
+            [*overrides, "train.gradient_accumulation_steps=1"],
+            steps=warmup + steps + 1,  # the first update has no start to time it from
+            output_dir=str(folder),
+            allow_mismatch=allow,
+            waive=None,
+        )
+    if code:
+        return Outcome(recipe.name, skipped=f"the rehearsal failed with exit code {code} (see {folder})", run_dir=folder)
+    records = rehearsal.ranks(folder / "ranks")
+    series = [r.get("step_ends") or [] for r in records]
+    count = min((len(s) for s in series), default=0)
+    per_step = rehearsal.samples_per_step(recipe.data)
+    durations = [max(s[i] - s[i - 1] for s in series) for i in range(warmup + 1, count)]
+    rates = [per_step / d for d in durations if d > 0]
+    if not rates:
+        return Outcome(recipe.name, skipped=f"no timed steps after the warm-up (see {folder})", run_dir=folder)
+    gpu = [r for r in records if "peak_allocated_bytes" in r]
+    return Outcome(
+        recipe.name,
+        run_dir=folder,
+        doc=recipe.data,
+        rehearsed=True,
+        world_size=len(records),
+        micro_batch_size=int(recipe.data["train"]["micro_batch_size"]),
+        samples_per_s=interval.median(rates),
+        rates=[rates],
+        peak_allocated_gib=max((r["peak_allocated_bytes"] / GIB for r in gpu), default=0.0),
+        peak_reserved_gib=max((r["peak_reserved_bytes"] / GIB for r in gpu), default=0.0),
+    )
+
+
 def repeated(outcomes: list[Outcome]) -> Outcome:
     """Several launches of one recipe as one outcome: their step rates pooled, the fullest peaks,
     the mean phase shares. A skipped or failed launch stands for the whole."""
@@ -138,8 +195,8 @@ def repeated(outcomes: list[Outcome]) -> Outcome:
         peak_allocated_gib=max(o.peak_allocated_gib for o in outcomes),
         peak_reserved_gib=max(o.peak_reserved_gib for o in outcomes),
         resident_gib=max(o.resident_gib for o in outcomes),
-        shares={k: sum(o.shares[k] for o in outcomes) / n for k in outcomes[0].shares},
-        phase_peaks_gib={k: max(o.phase_peaks_gib[k] for o in outcomes) for k in outcomes[0].phase_peaks_gib},
+        shares={k: sum(o.shares.get(k, 0.0) for o in outcomes) / n for k in outcomes[0].shares},
+        phase_peaks_gib={k: max(o.phase_peaks_gib.get(k, 0.0) for o in outcomes) for k in outcomes[0].phase_peaks_gib},
     )
 
 
@@ -167,13 +224,14 @@ def report(outcomes: list[Outcome]) -> str:
                 f"{o.samples_per_s:.1f}",
                 f"{o.peak_allocated_gib:.2f}",
                 f"{o.peak_reserved_gib:.2f}",
-                *(f"{o.shares[p]:.0%}" for p in (*PHASES, "other")),
+                *(f"{o.shares[p]:.0%}" if p in o.shares else "-" for p in (*PHASES, "other")),
                 f"{o.figure.bounds()} {o.figure.confidence:.0%}",
             ]
         )
     text = table(rows, header)
     for o in outcomes:
-        text += f"{o.name}: skipped: {o.skipped}\n" if o.skipped else f"{o.name}: {o.figure.text()}\n"
+        synthetic = " (rehearsed: random weights, synthetic data)" if o.rehearsed and not o.skipped else ""
+        text += f"{o.name}: skipped: {o.skipped}\n" if o.skipped else f"{o.name}: {o.figure.text()}{synthetic}\n"
     return text + within_noise(outcomes)
 
 

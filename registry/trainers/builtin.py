@@ -7,6 +7,8 @@ import json
 from registry.trainers.base import Context, Invocation
 
 CONFIG = "train_config.json"
+# torch.optim.AdamW with torch's default on a GPU, foreach: one fp32 temporary per parameter in the update
+FUSED_ADAM = False
 # What registry/train reads of the recipe (resolve/fields.py; tests/test_fields.py traces it).
 READS = (
     "policy.arch",

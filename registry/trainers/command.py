@@ -12,6 +12,8 @@ from registry.doc import PLACEHOLDER, lookup
 from registry.topology import world_size
 from registry.trainers.base import Context, Invocation, Raw, flag_value
 
+FUSED_ADAM = False  # not known: the estimate counts the foreach temporary, the larger figure
+
 # The program is given the values its {placeholders} name, and reads the rest from the resolved
 # recipe ({recipe_lock}); other trainers' options and the run folder are not its (resolve/fields.py).
 READS = ("policy", "dataset", "train", "trainer.command", "trainer.env")

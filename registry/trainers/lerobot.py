@@ -17,6 +17,7 @@ from registry.trainers.base import Context, Invocation
 from registry.trainers.mapping import Computed, Const, Extra, Field, Reader, Rest, Table, field, stated, write_flags
 
 PACKAGE = "lerobot"
+FUSED_ADAM = False  # its AdamWConfig builds torch.optim.AdamW with torch's default, foreach
 PROVEN = ("0.6.1", "0.7")  # proven against 0.6.1 (benchmarks/results/trainers_gpu.md)
 HINT = (
     "python3.12 -m venv ENV && ENV/bin/pip install 'lerobot==0.6.1', then set trainer.env=ENV"

@@ -41,6 +41,9 @@ HINT = (
 )
 # what train.py imports at start-up besides accelerate, none of it brought by `pip install --no-deps
 # opentau` (tests/upstream/opentau_env.sh says why each)
+# OpenTau's AdamConfig and AdamWConfig build torch's fused Adam on a GPU (fused=True by default): the
+# update allocates no fp32 temporary per parameter, which the memory estimate counts (registry/estimate.py)
+FUSED_ADAM = True
 NEEDS = ("torch", "torchvision", "transformers", "datasets", "draccus", "wandb", "gymnasium", "termcolor")
 # read by the invocation besides TABLE (resolve/fields.py)
 READS = ("trainer.opentau.program", "trainer.env")

@@ -54,11 +54,13 @@ def memory_fit(recipe: Section, rule: dict) -> list[Finding]:
     if not est.finite:
         return [Finding("error", path, memory.overflow(recipe), "bring the sizes and counts into a realistic range")]
     parts = ", ".join(f"{k} {v:.1f}" for k, v in est.breakdown.items() if v >= 0.05)
+    need = est.needed_fraction * est.capacity_gib
     text = (
-        f"needs about {est.total_gib:.1f} GiB per rank of {est.capacity_gib:.1f} GiB "
-        f"({est.fraction:.0%}: {parts}); the largest micro batch that fits is {est.largest_micro_batch}"
+        f"needs about {need:.1f} GiB per rank of {est.capacity_gib:.1f} GiB ({est.needed_fraction:.0%}; "
+        f"{est.fraction:.0%} with the allocator's reserve: {parts}); the largest micro batch that fits is "
+        f"{est.largest_micro_batch}"
     )
-    if est.fraction > 1.0:
+    if est.needed_fraction > 1.0:
         return [Finding("error", path, text)]
     if est.fraction > 0.9:
         return [Finding("warning", path, text)]

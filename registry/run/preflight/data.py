@@ -303,7 +303,7 @@ def memory_fit(meta: DatasetMeta, policy: Policy) -> list[Finding]:
     if at is None or pixels is None:
         return []
     est = memory.estimate(recipe, pixels)
-    if est is None or not est.finite or est.fraction <= 1.0:
+    if est is None or not est.finite or est.needed_fraction <= 1.0:
         return []
     return [
         Finding(

@@ -67,6 +67,7 @@ def rehearse(
     first, bundle = checked(target, shared)
     folder = Path(output_dir) if output_dir else claim(resume_.runs_of(first, Path("runs") / "rehearsals"))
     folder.mkdir(parents=True, exist_ok=True)
+    folder = folder.resolve()  # the trainer runs in run/: a relative --output-dir would point elsewhere there
     if any(p.name in ("run", "rehearsal.json") for p in folder.iterdir()):
         raise RecipeError(f"{folder}: holds a rehearsal already (hint: pick a new --output-dir)")
     env = dict(os.environ)

@@ -217,6 +217,11 @@ def _lines(result: dict, logged, peaks: list[float], estimated: float | None, sp
         lines.append(
             "CPU: peak resident memory per rank " + ", ".join(f"{g:.2f}" for g in result["max_rss_gib"]) + " GiB"
         )
-    if speed:
+    if speed and speed.steps < 2:
+        lines.append(
+            f"throughput {speed.median:.3g} samples/s from {speed.steps} step after {WARMUP_STEPS} warm-up step:"
+            " too few for an interval (hint: --steps 8 or more)"
+        )
+    elif speed:
         lines.append(f"throughput {speed.text()} after {WARMUP_STEPS} warm-up step")
     return lines

@@ -166,9 +166,9 @@ def judge(target: Target, candidate: Candidate, sets: list[str]) -> Checked:
     kind = recipe.data["trainer"]["kind"]
     if rules:
         point.status, point.reason = PRUNED, "invalid: " + ", ".join(rules)
-    elif est is not None and (not est.finite or est.fraction > LIMIT):
+    elif est is not None and (not est.finite or est.needed_fraction > LIMIT):
         point.status = PRUNED
-        point.reason = f"predicted {est.fraction:.0%} of {capacity:g} GiB (over {LIMIT:.0%})"
+        point.reason = f"predicted {est.needed_fraction:.0%} of {capacity:g} GiB allocated (over {LIMIT:.0%})"
     elif kind != "builtin":
         point.status = PRUNED
         point.reason = f"the {kind} trainer reports no metrics.jsonl (tune measures with the built-in one)"
