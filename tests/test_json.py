@@ -150,9 +150,7 @@ BENCH_KEYS = {
 def test_bench_json_of_skipped_cells(tmp_path):
     """Cells that bench skips before training (a trainer without a rehearsal; invalid) go through
     the JSON path without launching anything."""
-    r = run_cli(
-        "bench", "act/ddp/8xA100", "tiny/ddp/cpu", "train.micro_batch_size=0", "--format", "json", cwd=tmp_path
-    )
+    r = run_cli("bench", "act/ddp/8xA100", "tiny/ddp/cpu", "train.micro_batch_size=0", "--format", "json", cwd=tmp_path)
     assert r.returncode == 1 and "Traceback" not in r.stderr  # every cell skipped, as in text
     doc = json.loads(r.stdout)
     assert doc["steps"] == 20 and doc["warmup"] == 5

@@ -156,7 +156,9 @@ def _bench_rehearsed(target: str, overrides: list[str], steps: int, warmup: int,
             waive=None,
         )
     if code:
-        return Outcome(recipe.name, skipped=f"the rehearsal failed with exit code {code} (see {folder})", run_dir=folder)
+        return Outcome(
+            recipe.name, skipped=f"the rehearsal failed with exit code {code} (see {folder})", run_dir=folder
+        )
     records = rehearsal.ranks(folder / "ranks")
     series = [r.get("step_ends") or [] for r in records]
     count = min((len(s) for s in series), default=0)
