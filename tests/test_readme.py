@@ -172,7 +172,8 @@ def test_the_catalog_figures_the_docs_quote_are_the_built_site_s(tutorial_sessio
     wrong = [
         f"{name}: {m.group(0)}"
         for name, m in quoted
-        if (int(m.group(1).replace(",", "")), int(m.group(2))) != (pages, mb)
+        # the size carries the checkout's path in its pages: a megabyte either way is the same site
+        if int(m.group(1).replace(",", "")) != pages or abs(int(m.group(2)) - mb) > 1
     ]
     assert not wrong, f"the bundled catalog is {pages} pages, {mb} MB: {wrong}"
 
