@@ -24,11 +24,11 @@ examples:
 accuracy, on points it was not fitted on (the reference policies under all
 eight backends on 2 GPUs, six on 4; benchmarks/results/heldout.json):
   accumulation 1:   48 points, median 1.0%, worst 6.1% (over)
-  accumulation 2-8: 57 points, median 0.8%, worst 6.7% (over)
-  under-predicted (the dangerous direction): 35 of 48 and 34 of 57,
+  accumulation 2-8: 57 points, median 0.9%, worst 6.7% (over)
+  under-predicted (the dangerous direction): 31 of 48 and 33 of 57,
   none by more than 5% (worst 4.7% and 4.0%)
 LeRobot ACT and diffusion against LeRobot's logged peak: within 13%
-not measured: more than 4 ranks; OpenTau beyond its published points
+not measured: more than 4 ranks; OpenTau past one H200 (pi07 there: within 1.3%) and its published points
 """
 
 
