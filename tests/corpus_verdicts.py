@@ -184,11 +184,17 @@ def _sandbox(entry_dir: Path, world_size: dict):
         mock.patch.object(LIB.launch_cli, "sagemaker_launcher", other_launcher("sagemaker")),
         mock.patch.object(LIB.launch_cli, "default_config_file", str(entry_dir / "__no_default_config__")),
         mock.patch.object(LIB.acc_launch, "is_port_in_use", lambda port: False),
-        mock.patch.object(LIB.acc_dataclasses, "is_cuda_available", lambda: True),
         mock.patch("torch.cuda.current_device", lambda: 0),
         mock.patch.object(LIB.ds_comm, "get_world_size", lambda *a, **k: world_size["n"]),
         mock.patch.object(LIB.ds_comm, "get_rank", lambda *a, **k: 0),
     ]
+    # accelerate asks for a device when sync_module_states is set: up to 1.15 through
+    # is_cuda_available, from 1.16 through get_torch_accelerator_backend
+    if hasattr(LIB.acc_dataclasses, "is_cuda_available"):
+        patches.append(mock.patch.object(LIB.acc_dataclasses, "is_cuda_available", lambda: True))
+    if hasattr(LIB.acc_dataclasses, "get_torch_accelerator_backend"):
+        cuda = ("cuda", LIB.torch.cuda)
+        patches.append(mock.patch.object(LIB.acc_dataclasses, "get_torch_accelerator_backend", lambda *a, **k: cuda))
     with contextlib.ExitStack() as stack:
         for p in patches:
             stack.enter_context(p)

@@ -69,9 +69,39 @@ def test_a_store_in_a_folder_anyone_can_write_is_refused_and_a_sticky_one_is_not
     store.chmod(0o600)
     monkeypatch.setenv("RECIPE_KNOWN_VERSIONS", str(store))
     folder.chmod(0o777)
-    with pytest.raises(RecipeError, match=r"writable by everyone .*anyone can replace it"):
+    with pytest.raises(RecipeError, match=r"writable by everyone .*they can replace it"):
         trust.known()
     folder.chmod(0o777 | stat.S_ISVTX)  # as /tmp: only the owner may replace the file
+    assert trust.known() == {}
+
+
+@pytest.mark.parametrize("where", ["folder", "grandparent"])
+def test_a_store_below_a_folder_others_can_write_is_refused(tmp_path, monkeypatch, where):
+    """Whoever may rename any folder on the way to the store may put a store of their own there."""
+    import grp
+    import pwd
+
+    top = tmp_path / "top"
+    (top / "mid" / "own").mkdir(parents=True)
+    store = top / "mid" / "own" / "known.jsonl"
+    store.write_text("")
+    store.chmod(0o600)
+    monkeypatch.setenv("RECIPE_KNOWN_VERSIONS", str(store))
+    assert trust.known() == {}
+    if where == "grandparent":
+        top.chmod(0o777)  # anyone may rename mid/ and put a folder of their own there
+        with pytest.raises(RecipeError, match=rf"the folder above it {top} is writable by everyone"):
+            trust.known()
+        return
+    # a group that is not this user's own: its members may write where the user's store lies
+    if os.geteuid() != 0:
+        pytest.skip("giving a folder to another group needs root (CI runs as root)")
+    shared = next(g for g in grp.getgrall() if g.gr_name not in ("root", pwd.getpwuid(0).pw_name))
+    os.chown(store.parent, -1, shared.gr_gid)
+    store.parent.chmod(0o770)
+    with pytest.raises(RecipeError, match=rf"its folder {store.parent} is writable by its group"):
+        trust.known()
+    store.parent.chmod(0o750)
     assert trust.known() == {}
 
 
@@ -83,7 +113,7 @@ def nvidia_smi(tmp_path: Path, body: str) -> dict[str, str]:
     return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
 
 
-@pytest.mark.parametrize("memory", ["nan", "inf", "1e400", "-5"])
+@pytest.mark.parametrize("memory", ["nan", "inf", "1e400", "-5", "", " "])  # blank: no 0 MiB GPU
 def test_an_nvidia_smi_memory_that_is_no_size_drops_that_gpu(tmp_path, monkeypatch, memory):
     env = nvidia_smi(
         tmp_path, f"echo '0, GPU-1, NVIDIA H100, {memory}, 550.54'; echo '1, GPU-2, NVIDIA H100, 81559, 550.54'"
@@ -91,6 +121,23 @@ def test_an_nvidia_smi_memory_that_is_no_size_drops_that_gpu(tmp_path, monkeypat
     monkeypatch.setenv("PATH", env["PATH"])
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert machine.gpus() == [machine.GPU("NVIDIA H100", 81559, "550.54")]  # was a ValueError or OverflowError
+
+
+def test_a_stuck_nvidia_smi_is_waited_for_once_and_said(tmp_path, monkeypatch, capsys):
+    """Every command asks for the host's GPUs in several places (run --dry-run: twice): a stuck
+    nvidia-smi cost its whole wait at each."""
+    import time
+
+    monkeypatch.setenv("PATH", nvidia_smi(tmp_path, "sleep 30")["PATH"])
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(machine, "NVIDIA_SMI_WAIT_S", 1)
+    start = time.monotonic()
+    assert [machine.gpus() for _ in range(3)] == [[], [], []]
+    assert time.monotonic() - start < 2.5
+    said = capsys.readouterr().err
+    assert said.count("no answer within 1 s: this host is taken to have no GPU") == 1, said
+    (tmp_path / "bin" / "nvidia-smi").write_text("#!/bin/sh\necho '0, GPU-1, NVIDIA H100, 81559, 550'\n")
+    assert machine.gpus() == [machine.GPU("NVIDIA H100", 81559, "550")]  # a changed program is asked again
 
 
 def test_an_nvidia_smi_that_floods_or_prints_escapes_is_read_bounded_and_escaped(tmp_path, monkeypatch):

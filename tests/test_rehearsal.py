@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import ROOT, USER_ENV, run_cli, side_venv_python
 
 VENV = Path(USER_ENV.get("RECIPE_OPENTAU_VENV") or ROOT / ".venv-opentau")
@@ -132,3 +133,29 @@ def test_bench_measures_an_opentau_cell_through_its_rehearsal(tmp_path):
     (row,) = json.loads(r.stdout)["results"]
     assert row["skipped"] is None and row["samples_per_s"] > 0
     assert row["samples_per_s_interval"]["launches"] == 2 and row["samples_per_s_interval"]["steps"] == 4
+
+
+@pytest.mark.upstream
+def test_tune_measures_an_opentau_recipe_through_its_rehearsal_keeping_accumulation(tmp_path):
+    """`recipe tune` of an OpenTau recipe: each candidate one rehearsal launch at its own
+    accumulation, and a tuned.yaml that validates and says how it was measured."""
+    r = run_cli(
+        "tune",
+        str(TINY),
+        f"trainer.env={opentau_env()}",
+        *("--backends", "ddp", "--global-batch", "2", "--steps", "2", "--warmup", "0", "--tie-runs", "0"),
+        *("--output-dir", "out"),
+        cwd=tmp_path,
+        env=OFFLINE,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    points = [json.loads(line) for line in (tmp_path / "out" / "points.jsonl").read_text().splitlines()]
+    measured = {(p["micro_batch_size"], p["gradient_accumulation_steps"]) for p in points if p["status"] == "measured"}
+    assert measured == {(2, 1), (1, 2)}, points
+    assert all(p["samples_per_s"] > 0 and p["measured_allocated_gib"] > 0 for p in points)  # RSS on CPU
+    tuned = yaml.safe_load((tmp_path / "out" / "tuned.yaml").read_text())
+    assert tuned["recipe"]["name"] == "tuned/pi07-tiny"
+    (result,) = tuned["results"]
+    assert "rehearsed" in result["source"], result
+    assert run_cli("validate", "out/tuned.yaml", cwd=tmp_path).returncode == 0

@@ -432,8 +432,8 @@ def test_adding_a_source_records_its_scope_and_the_versions_it_offers_in_process
     manage.add("own", str(folder))
     manage.add("wide", str(folder), True)
     assert config.entries() == [
-        {"name": "own", "path": str(folder)},
-        {"name": "wide", "path": str(folder), "rules": "everywhere"},
+        {"name": "own", "path": str(folder), "place": str(folder)},
+        {"name": "wide", "path": str(folder), "place": str(folder), "rules": "everywhere"},
     ]
     assert [version for _, version in trust.known()] == ["exp/x@1"]  # one place, remembered once
 

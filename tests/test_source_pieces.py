@@ -60,11 +60,11 @@ def test_a_directory_source_is_added_by_its_resolved_path_and_scope(home, monkey
     assert text.startswith("# recipe sources, searched in this order after RECIPE_PATH; managed by `recipe source`\n")
     assert _saved(home) == {
         "sources": [
-            {"name": "a" * 64, "path": str(folder)},  # the default scope, own, left unwritten
-            {"name": "team-b", "path": str(folder), "rules": "everywhere"},
+            {"name": "a" * 64, "path": str(folder), "place": str(folder)},  # the default scope, own, left unwritten
+            {"name": "team-b", "path": str(folder), "place": str(folder), "rules": "everywhere"},
         ]
     }
-    assert list(_saved(home)["sources"][1]) == ["name", "path", "rules"]  # in the order written
+    assert list(_saved(home)["sources"][1]) == ["name", "path", "place", "rules"]  # in the order written
     with pytest.raises(RecipeError) as raised:
         manage.add("team-b", str(folder))
     assert str(raised.value) == "a source named 'team-b' exists (hint: recipe source remove team-b first)"
@@ -80,8 +80,9 @@ def test_a_git_source_is_cloned_into_the_cache_and_listed_with_its_commit(home):
     clone = home / "cache" / "team-g"
     head = out("rev-parse", "HEAD", cwd=clone)
     assert said == f"team-g: {url} at {head[:12]}"
-    assert _saved(home) == {"sources": [{"name": "team-g", "git": url, "rules": "everywhere"}]}
-    assert list(_saved(home)["sources"][0]) == ["name", "git", "rules"]  # as written, not sorted
+    place = url.removeprefix("file://")  # where the URL led when it was added (sources.where_added)
+    assert _saved(home) == {"sources": [{"name": "team-g", "git": url, "place": place, "rules": "everywhere"}]}
+    assert list(_saved(home)["sources"][0]) == ["name", "git", "place", "rules"]  # as written, not sorted
     assert [p.name for p in (home / "cache").iterdir()] == ["team-g"]  # no staging folder left
     folder = home / "team"
     folder.mkdir()
@@ -127,7 +128,7 @@ def test_a_path_ending_in_git_that_is_a_folder_is_a_directory_source(home):
     folder = home / "team.git"
     folder.mkdir()
     assert manage.add("team-d", str(folder)) == f"team-d: {folder}"
-    assert _saved(home)["sources"] == [{"name": "team-d", "path": str(folder)}]
+    assert _saved(home)["sources"] == [{"name": "team-d", "path": str(folder), "place": str(folder)}]
 
 
 def test_a_clone_left_by_a_source_removed_by_hand_is_replaced(home):
@@ -150,7 +151,7 @@ def test_removing_a_source_removes_its_clone_and_publishing_copy_only(home):
     for kept in (cache / "team-a", cache / gitpublish.WORK / "team-a", cache / "team-b"):
         kept.mkdir(parents=True)
     manage.remove("team-a")
-    assert _saved(home) == {"sources": [{"name": "team-b", "path": str(folder)}]}
+    assert _saved(home) == {"sources": [{"name": "team-b", "path": str(folder), "place": str(folder)}]}
     assert not (cache / "team-a").exists() and not (cache / gitpublish.WORK / "team-a").exists()
     assert (cache / "team-b").is_dir()
     with pytest.raises(RecipeError) as raised:

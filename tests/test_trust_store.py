@@ -426,3 +426,46 @@ def test_a_force_push_that_drops_a_seen_version_is_refused_by_update_and_publish
     assert bounded_cli("source", "update", "team-b", "--accept", "exp/x@1", env=b).returncode == 0
     r = bounded_cli("publish", TINY, "recipe.name=exp/x", "--to", "team-b", env=b)
     assert r.returncode == 0 and "published team-b:exp/x@1" in r.stdout, r.stderr
+
+
+# --- a source is the place it was added from -----------------------------------------------------
+def test_a_git_source_added_through_a_link_that_is_repointed_is_refused(tmp_path):
+    """Its versions would each be a first sighting at the new place, trusted without a word."""
+    remote = seeded_remote(tmp_path)
+    (tmp_path / "link.git").symlink_to(remote)
+    a = user(tmp_path, "a", tmp_path / "link.git")  # added as file://LINK
+    r = bounded_cli("publish", TINY, "recipe.name=exp/x", "train.steps=100", "--to", "team-b", env=a)
+    assert r.returncode == 0, r.stderr
+    evil = tmp_path / "evil.git"
+    git("clone", "-q", "--bare", str(remote), str(evil), cwd=tmp_path)
+    work = tmp_path / "evil-work"
+    git("clone", "-q", str(evil), str(work), cwd=tmp_path)
+    rewrite_version(work / "recipes", "exp/x", 1, "steps: 100", "steps: 7")
+    git("commit", "-qa", "--amend", "-m", "rewritten", cwd=work)
+    git("push", "-qf", "origin", "HEAD", cwd=work)
+    (tmp_path / "link.git").unlink()
+    (tmp_path / "link.git").symlink_to(evil)
+    for argv in (["source", "update", "team-b"], ["show", "team-b:exp/x@1"]):
+        r = bounded_cli(*argv, env=a)
+        one_line_error(r)  # before: update took the rewritten exp/x@1 as first seen at evil.git
+        assert f"now leads to {evil}, not to {remote} where it was added" in r.stderr, r.stderr
+
+
+def test_a_directory_source_whose_folder_is_replaced_by_a_link_is_refused(tmp_path):
+    env = {
+        "RECIPE_CONFIG": str(tmp_path / "sources.yaml"),
+        "RECIPE_CACHE": str(tmp_path / "cache"),
+        "RECIPE_KNOWN_VERSIONS": str(tmp_path / "known.jsonl"),
+    }
+    team_dir = tmp_path / "team"
+    team_dir.mkdir()
+    assert bounded_cli("source", "add", "team", str(team_dir), env=env).returncode == 0
+    r = bounded_cli("publish", TINY, "recipe.name=exp/x", "train.steps=100", "--to", "team", env=env)
+    assert r.returncode == 0, r.stderr
+    other = tmp_path / "other"
+    team_dir.rename(other)
+    rewrite_version(other / "recipes" if (other / "recipes").is_dir() else other, "exp/x", 1, "steps: 100", "steps: 7")
+    team_dir.symlink_to(other)
+    r = bounded_cli("show", "team:exp/x@1", env=env)
+    one_line_error(r)  # before: shown, exp/x@1 taken as first seen at other/
+    assert f"now leads to {other}" in r.stderr and "where it was added" in r.stderr, r.stderr

@@ -55,8 +55,10 @@ def test_gpu_candidates_pruned_by_the_rules_and_the_estimate():
     # larger micro batches of a sharded backend are over the limit, smaller ones fit
     zero2 = sorted((p for c, p in judged.items() if c.backend == "zero2"), key=lambda p: p.candidate.micro_batch_size)
     assert zero2[-1] in pruned and all(p.predicted_fraction <= tune.LIMIT for p in zero2 if p not in pruned)
-    # pi07 is an OpenTau policy: measured only with the built-in trainer, so none is left to run
-    assert not [p for p in judged.values() if p.status == NOT_RUN]
+    # pi07 is an OpenTau policy: what fits is left to run through OpenTau's rehearsal
+    left = [p for p in judged.values() if p.status == NOT_RUN]
+    assert left and not any(p.reason for p in left)
+    assert {p.candidate.backend for p in left} >= {"zero2", "fsdp"}
 
 
 def test_checkpointing_is_added_only_where_memory_asks_and_the_rules_allow():
@@ -499,3 +501,18 @@ def test_an_output_dir_that_cannot_be_written_is_one_line(tmp_path, kind):
     errors = [line for line in r.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and str(folder) in errors[0], r.stderr
     assert afile.read_text() == "x"
+
+
+def test_tuned_yaml_of_a_file_carries_its_layer_and_a_file_extended_by_path_is_said(tmp_path):
+    """tuned.yaml lies in the output folder, where the tuned file (confined to its own folder) is out
+    of reach: it carries the file's own sections and extends what the file extends."""
+    from registry.run.tune.report import NoOverlay, file_layer
+
+    (tmp_path / "mine.yaml").write_text(
+        "recipe: {name: mine}\nextends: [tiny/ddp/cpu]\ntrain: {steps: 7}\nresults: [{samples_per_s: 1.0}]\n"
+    )
+    assert file_layer(tmp_path / "mine.yaml") == (["tiny/ddp/cpu"], {"train": {"steps": 7}})
+    (tmp_path / "child.yaml").write_text("extends: [mine.yaml]\ntrain: {steps: 9}\n")
+    with pytest.raises(NoOverlay, match=r"extends 'mine.yaml' by path"):
+        file_layer(tmp_path / "child.yaml")
+    assert tune.Target(str(tmp_path / "mine.yaml"), "tiny", "cpu", "ddp", tmp_path / "mine.yaml").slug == "mine"

@@ -109,9 +109,9 @@ def bench_one(
     if kind != "builtin":
         from registry.run.rehearse import ADAPTERS
 
-        if kind not in ADAPTERS or keep_accumulation:
+        if kind not in ADAPTERS:
             return Outcome(name, skipped=f"the {kind} trainer reports no metrics.jsonl and has no rehearsal")
-        return _bench_rehearsed(target, overrides, steps, warmup, allow_mismatch, base)
+        return _bench_rehearsed(target, overrides, steps, warmup, allow_mismatch, base, keep_accumulation)
     errors = [p for p in validate(recipe.data, recipe.origins) if p.is_error]
     if errors:
         return Outcome(name, skipped="invalid: " + ", ".join(sorted({p.rule for p in errors})))
@@ -134,13 +134,18 @@ def bench_one(
     )
 
 
-def _bench_rehearsed(target: str, overrides: list[str], steps: int, warmup: int, allow: bool, base: Path) -> Outcome:
+def _bench_rehearsed(
+    target: str, overrides: list[str], steps: int, warmup: int, allow: bool, base: Path, keep_accumulation: bool
+) -> Outcome:
     """One launch of a real trainer's recipe through its rehearsal, its step rates read from the
-    rank probe's records (the slowest rank's step end to end, as the rehearsal reports them)."""
+    rank probe's records (the slowest rank's optimizer step end to end, as the rehearsal reports
+    them: with accumulation, one record covers every micro batch of the step)."""
     from registry.run.rehearse import rehearse
     from registry.run.rehearse import report as rehearsal
 
-    recipe = compose(target, [*overrides, "train.gradient_accumulation_steps=1"])
+    if not keep_accumulation:
+        overrides = [*overrides, "train.gradient_accumulation_steps=1"]
+    recipe = compose(target, overrides)
     errors = [p for p in validate(recipe.data, recipe.origins) if p.is_error]
     if errors:
         return Outcome(recipe.name, skipped="invalid: " + ", ".join(sorted({p.rule for p in errors})))
@@ -149,7 +154,7 @@ def _bench_rehearsed(target: str, overrides: list[str], steps: int, warmup: int,
     with contextlib.redirect_stdout(sys.stderr):  # the trainer's output: stdout carries the bench's table or JSON
         code = rehearse(
             target,
-            [*overrides, "train.gradient_accumulation_steps=1"],
+            overrides,
             steps=warmup + steps + 1,  # the first update has no start to time it from
             output_dir=str(folder),
             allow_mismatch=allow,
@@ -168,6 +173,8 @@ def _bench_rehearsed(target: str, overrides: list[str], steps: int, warmup: int,
     if not rates:
         return Outcome(recipe.name, skipped=f"no timed steps after the warm-up (see {folder})", run_dir=folder)
     gpu = [r for r in records if "peak_allocated_bytes" in r]
+    # on CPU, as the built-in trainer reports it: the ranks' peak resident set
+    cpu = max((r.get("max_rss_bytes", 0) / GIB for r in records), default=0.0)
     return Outcome(
         recipe.name,
         run_dir=folder,
@@ -175,10 +182,11 @@ def _bench_rehearsed(target: str, overrides: list[str], steps: int, warmup: int,
         rehearsed=True,
         world_size=len(records),
         micro_batch_size=int(recipe.data["train"]["micro_batch_size"]),
+        gradient_accumulation_steps=int(recipe.data["train"]["gradient_accumulation_steps"]),
         samples_per_s=interval.median(rates),
         rates=[rates],
-        peak_allocated_gib=max((r["peak_allocated_bytes"] / GIB for r in gpu), default=0.0),
-        peak_reserved_gib=max((r["peak_reserved_bytes"] / GIB for r in gpu), default=0.0),
+        peak_allocated_gib=max((r["peak_allocated_bytes"] / GIB for r in gpu), default=cpu),
+        peak_reserved_gib=max((r["peak_reserved_bytes"] / GIB for r in gpu), default=cpu),
     )
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from registry import view
 from registry.compose import catalog
@@ -25,20 +27,39 @@ class GPU:
     driver: str = ""  # the NVIDIA driver's version, as nvidia-smi gives it (recorded in the run's lock)
 
 
+NVIDIA_SMI_WAIT_S = 20  # a first query on a host without persistence mode takes seconds
+
+
 def gpus() -> list[GPU]:
     """The GPUs this process may use: nvidia-smi lists every GPU of the host, so those that
-    CUDA_VISIBLE_DEVICES (indices or UUIDs) leaves out are dropped, as the ranks would not see them."""
+    CUDA_VISIBLE_DEVICES (indices or UUIDs) leaves out are dropped, as the ranks would not see them.
+    Asked once per program and visibility: a stuck nvidia-smi costs its wait once, said once."""
+    program = shutil.which("nvidia-smi")
+    try:
+        st = os.stat(program) if program else None
+    except OSError:
+        st = None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    key = (program, st and (st.st_ino, st.st_mtime_ns, st.st_size), visible)
+    return list(_asked(key))
+
+
+@lru_cache(maxsize=8)
+def _asked(key: tuple) -> tuple[GPU, ...]:
     from registry import untrusted
 
-    query = ["nvidia-smi", "--query-gpu=index,uuid,name,memory.total,driver_version", "--format=csv,noheader,nounits"]
+    program, _, visible = key
+    if program is None:
+        return ()
+    query = [program, "--query-gpu=index,uuid,name,memory.total,driver_version", "--format=csv,noheader,nounits"]
     try:  # an nvidia-smi on PATH is a program like any other: its output capped, in time (docs/failure-modes.md §68)
-        code, raw = untrusted.run_output(query, limit=NVIDIA_SMI_MAX_BYTES, timeout=20)
-    except untrusted.Rejected:
-        return []
+        code, raw = untrusted.run_output(query, limit=NVIDIA_SMI_MAX_BYTES, timeout=NVIDIA_SMI_WAIT_S)
+    except untrusted.Rejected as e:
+        print(f"note: {printable(str(e))}: this host is taken to have no GPU", file=sys.stderr)
+        return ()
     if code != 0:
-        return []
+        return ()
     out = printable(raw.decode("utf-8", "replace"), keep="\n")
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     wanted = None if visible is None else {v.strip() for v in visible.split(",") if v.strip()}
     found = []
     for line in out.strip().splitlines():
@@ -47,13 +68,14 @@ def gpus() -> list[GPU]:
         mib = _mib(memory)
         if name and mib is not None and (wanted is None or index.strip() in wanted or uuid.strip() in wanted):
             found.append(GPU(name.strip(), mib, driver.strip()))
-    return found
+    return tuple(found)
 
 
 def _mib(text: str) -> int | None:
-    """A GPU's memory as nvidia-smi prints it ('81559', '[N/A]' on some), None where it is no size."""
+    """A GPU's memory as nvidia-smi prints it ('81559', '[N/A]' on some), None where it is no size
+    (a blank column is no size either: a GPU of 0 MiB would be refused every recipe)."""
     try:
-        value = float(text.strip() or 0)
+        value = float(text.strip())
     except ValueError:
         return None
     return int(value) if 0 <= value < 1 << 40 else None  # NaN, inf and 1e400 fail the comparison
@@ -77,7 +99,7 @@ def _last_two(rest: str) -> tuple[str, str, str]:
     """`name, memory, driver` (a name may hold commas); an nvidia-smi that gives no driver column
     (a stand-in) leaves it empty."""
     parts = rest.rsplit(",", 2)
-    if len(parts) == 3 and _number(parts[1]):  # name, memory, driver
+    if len(parts) == 3 and (_number(parts[1]) or parts[1].strip() in ("", "[N/A]")):  # name, memory, driver
         return parts[0], parts[1], parts[2]
     name, _, memory = rest.rpartition(",")
     return name, memory, ""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from registry import names
 from registry.errors import RecipeError
-from registry.sharing import config, git, gitpublish, refresh, sources
+from registry.sharing import config, git, gitpublish, refresh, sources, trust
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 _URL = re.compile(r"^(file|https?|ssh|git)://|^[\w.-]+@[\w.-]+:")
@@ -37,14 +37,15 @@ def add(name: str, where: str, rules_everywhere: bool = False) -> str:
                     f"cannot add {name}: {where} is an empty git repository (hint: push a first commit, "
                     "e.g. a recipes/ folder, then add it again)"
                 ) from None
-            seen = _first_sight(sources.Source(name, sources._root(staging / "clone"), "git", where))
+            source = sources.Source(name, sources._root(staging / "clone"), "git", where)
+            seen = _first_sight(source)
             with config.editing() as entries:
                 _not_taken(name, entries)
                 clone = config.cache_dir() / name
                 if clone.exists():
                     shutil.rmtree(clone)  # left by a source of this name removed by hand
                 os.replace(staging / "clone", clone)
-                entries.append({"name": name, "git": where, **_scope(rules_everywhere)})
+                entries.append({"name": name, "git": where, "place": trust.place(source), **_scope(rules_everywhere)})
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         seen()
@@ -52,10 +53,12 @@ def add(name: str, where: str, rules_everywhere: bool = False) -> str:
     folder = Path(where).expanduser().resolve()
     if not folder.is_dir():
         raise RecipeError(f"cannot add {name}: {where} is not a directory")
-    seen = _first_sight(sources.Source(name, sources._root(folder), "path", str(folder)))
+    source = sources.Source(name, sources._root(folder), "path", str(folder))
+    seen = _first_sight(source)
     with config.editing() as entries:
         _not_taken(name, entries)
-        entries.append({"name": name, "path": str(folder), **_scope(rules_everywhere)})
+        # the place is recorded: a link on the way repointed later is refused (sources.where_added)
+        entries.append({"name": name, "path": str(folder), "place": trust.place(source), **_scope(rules_everywhere)})
     seen()
     return f"{name}: {folder}"
 
@@ -109,6 +112,7 @@ def update(names: list[str], accept: tuple[str, ...] = ()) -> list[str]:
             lines.append(f"{entry['name']}: a directory, nothing to update")
             continue
         clone = config.cache_dir() / entry["name"]
+        sources.where_added(sources.Source(entry["name"], clone, "git", entry["git"]), entry)  # before any fetch
         if not (clone / ".git").is_dir():
             git.clone(entry["git"], clone)
         moved = refresh.refresh(entry["name"], entry["git"], clone, accept)

@@ -186,7 +186,7 @@ def _sources(key: tuple) -> list[Source]:
         else:
             folder = str(entry.get("path", ""))
             source = Source(entry["name"], _root(Path(folder)), "path", folder, everywhere)
-        found.append(_checked(source, str(config.config_file())))
+        found.append(where_added(_checked(source, str(config.config_file())), entry))
     found.append(bundled())
     names = [s.name for s in found]
     clash = next((n for n in names if names.count(n) > 1), None)
@@ -203,6 +203,26 @@ def _checked(source: Source, where: str) -> Source:
     if not source.root.is_dir():
         hint = f"recipe source update {source.name}" if source.kind == "git" else "check the path"
         raise RecipeError(f"source {source.name!r}: {source.location} is not reachable here (hint: {hint})")
+    return source
+
+
+def where_added(source: Source, entry: dict) -> Source:
+    """The source, if it is still the place `recipe source add` recorded: a directory or local
+    repository reached through a link repointed since would offer each of its versions as a first
+    sighting, trusted without a word (docs/failure-modes.md §69). An entry written by hand records
+    no place and is taken where it leads."""
+    recorded = entry.get("place")
+    if not isinstance(recorded, str) or not recorded:
+        return source
+    from registry.sharing import trust
+
+    now = trust.place(source)
+    if now != recorded:
+        raise RecipeError(
+            f"source {source.name!r}: {source.location} now leads to {now}, not to {recorded} where it was added "
+            f"(a link on the way was changed); hint: if you trust the new place, recipe source remove {source.name} "
+            f"and add it again"
+        )
     return source
 
 

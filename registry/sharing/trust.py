@@ -147,16 +147,49 @@ def _private(path: Path, st: os.stat_result) -> None:
 
 
 def _folder_private(path: Path) -> None:
-    folder = path.parent
+    """Refuse a store whose folder, or any folder above it, someone else could write: whoever may
+    rename a folder on the way may put a store of their own in its place. As ssh's StrictModes,
+    each folder up to the root is owned by this user or root and writable by no one else, save a
+    sticky one (/tmp: only an entry's owner may replace it) and a group of this user alone."""
+    folder = Path(os.path.abspath(path)).parent
+    for above in (folder, *folder.parents):
+        try:
+            st = os.stat(above)
+        except OSError:
+            continue  # not made yet: remember() creates it, with this user's umask
+        why = _others_may_write(st)
+        if why:
+            hint = "chmod go-w" if st.st_uid in (os.geteuid(), 0) else f"chown {os.geteuid()}"
+            raise NotPrivate(
+                f"{path}: {'its folder' if above == folder else 'the folder above it'} {above} {why} "
+                f"(mode {st.st_mode & 0o7777:04o}), so they can replace it; hint: {hint} {above}, or set "
+                "RECIPE_KNOWN_VERSIONS to a file in a folder of your own"
+            )
+
+
+def _others_may_write(st: os.stat_result) -> str | None:
+    """Who else may add or rename entries in a folder, as a phrase, or None."""
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"is owned by another user (uid {st.st_uid})"
+    if st.st_mode & stat.S_ISVTX:
+        return None  # sticky: others may add their own entries, never replace this user's
+    if st.st_mode & 0o002:
+        return "is writable by everyone"
+    if st.st_mode & 0o020 and not _own_group(st.st_gid):
+        return f"is writable by its group (gid {st.st_gid})"
+    return None
+
+
+def _own_group(gid: int) -> bool:
+    """A user's private group (umask 002 systems): named as the user, with no other member."""
+    import grp
+    import pwd
+
     try:
-        mode = os.stat(folder).st_mode
-    except OSError:
-        return
-    if mode & 0o002 and not mode & stat.S_ISVTX:  # anyone may replace the file there (/tmp is sticky)
-        raise NotPrivate(
-            f"{path}: its folder {folder} is writable by everyone (mode {mode & 0o7777:04o}), so anyone can "
-            f"replace it; hint: chmod o-w {folder}, or RECIPE_KNOWN_VERSIONS a file in a folder of your own"
-        )
+        group, user = grp.getgrgid(gid), pwd.getpwuid(os.geteuid())
+    except KeyError:
+        return False
+    return group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}
 
 
 @lru_cache(maxsize=4)

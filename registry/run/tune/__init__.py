@@ -24,7 +24,7 @@ from registry.errors import RecipeError
 from registry.files import write_atomic
 from registry.run import interval
 from registry.run.tune.measure import OOM_MARKERS, failure_kind, measure_with_bench, point_record
-from registry.run.tune.report import RUN_ONLY, overlay_pick, results_json, table_text, write_overlay
+from registry.run.tune.report import RUN_ONLY, NoOverlay, overlay_pick, results_json, table_text, write_overlay
 from registry.run.tune.search import (
     CLOSE,
     ETA,
@@ -204,7 +204,11 @@ def main(
     kept, note = overlay_pick(target, best, points)
     if note:
         print(f"recipe tune: {note}", file=sys.stderr)
-    written = write_overlay(folder, target, kept, command, capacity, sets).name if kept else ""
+    try:
+        written = write_overlay(folder, target, kept, command, capacity, sets).name if kept else ""
+    except NoOverlay as e:
+        print(f"recipe tune: {e}", file=sys.stderr)
+        written = ""
     print(
         f"recipe tune: wrote {folder}/: table.txt results.json plot.svg points.jsonl {written}".rstrip(),
         file=sys.stderr,

@@ -53,8 +53,11 @@ def measure_with_bench(target: Target, sets: list[str], folder: Path, allow_mism
             return Point(c, FAILED, reason=outcome.skipped)
         if "exit code 130" in outcome.skipped or "exit code 143" in outcome.skipped:
             return Point(c, "interrupted", run_dir=run_dir)
+        log = outcome.run_dir / "launch.log"
+        if not log.exists():  # a rehearsal: its run folder is run/ inside (docs/rehearsal.md)
+            log = outcome.run_dir / "run" / "launch.log"
         try:
-            text = (outcome.run_dir / "launch.log").read_text(errors="replace")
+            text = log.read_text(errors="replace")
         except OSError:
             text = outcome.skipped
         kind, line = failure_kind(text)

@@ -89,8 +89,12 @@ def write_overlay(
     from registry.run import bench
 
     c = best.candidate
+    own: dict = {}
     if target.file is not None:
-        parent = os.path.relpath(target.file.resolve(), folder.resolve())
+        # a file outside every source may extend only files below its own folder, so tuned.yaml
+        # (in the output folder) cannot extend the tuned file: it carries the file's own layer and
+        # extends what the file extends
+        parent, own = file_layer(target.file)
         name = f"tuned/{target.slug}"
     else:
         parent = f"{target.policy}/{c.backend}/{target.hardware}"
@@ -105,7 +109,7 @@ def write_overlay(
         ),
         "tags": ["tuned"],
     }
-    body: dict = {"recipe": meta, "extends": [parent]}
+    body: dict = {"recipe": meta, "extends": [parent] if isinstance(parent, str) else parent, **own}
     if c.checkpointing:
         body["policy"] = {"gradient_checkpointing": True}
     for path, value in parse_overrides(list(sets)).sets:
@@ -127,7 +131,7 @@ def write_overlay(
         path,
         command,
         best.steps,
-        source="recipe tune (built-in trainer)",
+        source=_source(best),
         memory_fraction=fraction,
         figure=best.figure,  # every launch of the pick, not only its last
     )
@@ -136,6 +140,35 @@ def write_overlay(
     if errors:
         raise RecipeError(f"{path}: the tuned recipe does not validate: " + "; ".join(p.render() for p in errors))
     return path
+
+
+class NoOverlay(RecipeError):
+    """A pick that no tuned.yaml can hold: said, and the rest of the output kept."""
+
+
+def file_layer(file: Path) -> tuple[list[str], dict]:
+    """(what the file extends, its own sections) for tuned.yaml to carry; refused where the file
+    extends another by path, which no file elsewhere can reach."""
+    from registry.load import load_file
+    from registry.names import looks_like_file
+
+    data = load_file(file).data
+    extends = data.get("extends") or []
+    extends = [extends] if isinstance(extends, str) else list(extends)
+    by_path = [e for e in extends if isinstance(e, str) and looks_like_file(e)]
+    if by_path:
+        raise NoOverlay(
+            f"no tuned.yaml: {file} extends {by_path[0]!r} by path, which a file in the output folder cannot "
+            "extend (hint: set the tuned micro batch and accumulation in the file itself, as the table says)"
+        )
+    return extends, {k: v for k, v in data.items() if k not in ("recipe", "extends", "results")}
+
+
+def _source(best: Point) -> str:
+    kind = best.outcome.doc["trainer"]["kind"] if best.outcome and best.outcome.doc else "builtin"
+    if kind == "builtin":
+        return "recipe tune (built-in trainer)"
+    return f"recipe tune ({kind}, rehearsed: random weights, synthetic data)"
 
 
 def overlay_pick(target: Target, best: Point, points: list[Point]) -> tuple[Point | None, str | None]:

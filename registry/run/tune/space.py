@@ -4,6 +4,7 @@ it), and each candidate judged by the rules and the memory estimate before anyth
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,7 +97,11 @@ class Target:
 
     @property
     def slug(self) -> str:
-        return self.text.replace("/", "_").replace(":", "_").removesuffix(".yaml")
+        """A name part for tuned.yaml's recipe.name and the default output folder: a file's stem
+        (its folders, absolute or relative, are no part of what was tuned), a name's segments."""
+        text = self.file.stem if self.file is not None else self.text
+        slug = re.sub(r"[^A-Za-z0-9_-]+", "_", text.replace("/", "_").removesuffix(".yaml")).strip("_-")
+        return slug or "recipe"
 
 
 def parse_target(text: str) -> Target:
@@ -169,10 +174,18 @@ def judge(target: Target, candidate: Candidate, sets: list[str]) -> Checked:
     elif est is not None and (not est.finite or est.needed_fraction > LIMIT):
         point.status = PRUNED
         point.reason = f"predicted {est.needed_fraction:.0%} of {capacity:g} GiB allocated (over {LIMIT:.0%})"
-    elif kind != "builtin":
+    elif kind != "builtin" and kind not in rehearsed_trainers():
         point.status = PRUNED
-        point.reason = f"the {kind} trainer reports no metrics.jsonl (tune measures with the built-in one)"
+        point.reason = f"the {kind} trainer reports no metrics.jsonl and has no rehearsal to measure it with"
     return Checked(point, recipe, capacity)
+
+
+def rehearsed_trainers() -> tuple[str, ...]:
+    """The real trainers a candidate is measured through: their rehearsal (random weights,
+    synthetic data, their own trainer and launch; docs/rehearsal.md)."""
+    from registry.run.rehearse import ADAPTERS
+
+    return tuple(ADAPTERS)
 
 
 def candidates(backends: list[str], global_batch: int, world: int) -> list[Candidate]:
