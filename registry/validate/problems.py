@@ -37,6 +37,12 @@ STRUCTURAL = frozenset(_RULES.values()) | {"schema"}  # rule ids of the structur
 def from_error(error: Error, doc: dict, origins: dict) -> list[Problem]:
     if error.validator == "x-invariants":
         return [_invariant(error, doc, origins)]
+    if error.validator in ("oneOf", "anyOf") and isinstance(error.schema.get("x-expected"), str):
+        # the spellings a library's lax parsing also takes (schemas/*.upstream.schema.json): one
+        # message for the field, not the branch that came closest
+        path = tuple(error.absolute_path)
+        said = f"{_show_instance(error.instance)} is not {error.schema['x-expected']}"
+        return [Problem("error", _RULES.get("type", "schema"), join(path), said, origin_of(origins, path), None)]
     if error.validator in ("oneOf", "anyOf") and error.context:
         # the branch of the value's own type says what is wrong with it (a pattern, a range)
         fitting = [e for e in error.context if e.validator != "type" or e.relative_path]
