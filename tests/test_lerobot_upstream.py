@@ -103,6 +103,13 @@ PAIRS = [
         REFUSED.format("freeze_vision_encoder"),
         ("--policy.freeze_vision_encoder=true",),
     ),
+    Pair(  # policy.options against the fields of LeRobot's own config (schemas/trainers.upstream.schema.json)
+        "key-name",
+        ACT,
+        ("policy.options.dim_feedforwardd=3200",),
+        ("policy.options.dim_feedforward=3200",),
+        "unrecognized arguments: --policy.dim_feedforwardd=3200",
+    ),
     Pair(
         "lerobot-not-applicable",
         ACT,

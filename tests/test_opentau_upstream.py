@@ -97,6 +97,14 @@ PAIRS = [
         ("train.loss_weights.CE=0",),
         ("train.loss_weights.CE=0.5",),
     ),
+    Pair(  # policy.options against the fields of OpenTau's own config (schemas/trainers.upstream.schema.json)
+        "key-name",
+        "parse",
+        "The fields `dropoutt` are not valid for PI07LowLevelConfig",
+        "pi07/zero2/8xA100",
+        ("policy.options.dropoutt=0.1",),
+        ("policy.options.dropout=0.1",),
+    ),
     Pair(  # a warning on both sides: OpenTau drops the flag and trains uncompiled
         "compile-sharded",
         "warning",

@@ -59,16 +59,16 @@ def from_error(error: Error, doc: dict, origins: dict) -> list[Problem]:
         ]
     if "propertyNames" in error.schema_path:
         key = error.instance
-        return [
-            Problem(
-                "error",
-                "key-name",
-                join(path + (key,)),
-                f"key {key!r} is not allowed here ({_short(error)})",
-                origin_of(origins, path + (key,)),
-                None,
-            )
-        ]
+        said, hint = f"key {key!r} is not allowed here ({_short(error)})", None
+        if error.validator == "enum":
+            names = [str(v) for v in error.validator_value]
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else None
+            if isinstance(error.schema.get("x-expected"), str):  # a library's own list of names
+                said = f"key {key!r} is not {error.schema['x-expected']}"
+            elif len(names) > 12:
+                said = f"key {key!r} is not allowed here (not one of the {len(names)} names it takes)"
+        return [Problem("error", "key-name", join(path + (key,)), said, origin_of(origins, path + (key,)), hint)]
     message = _short(error)
     hint = None
     if (

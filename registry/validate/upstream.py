@@ -1,6 +1,7 @@
 """Schemas generated from the libraries' own definitions (docs/rules.md, "Schemas from the
 libraries"): the DeepSpeed JSON's blocks from DeepSpeed's pydantic config models, accelerate's yaml
-keys from its ClusterConfig dataclass. The output is data in schemas/, read by `validate` like any
+keys from its ClusterConfig dataclass, the keys of policy.options from each OpenTau and LeRobot policy
+config (read by the trainer's own interpreter: policy_fields.py). The output is data in schemas/, read by `validate` like any
 other schema; this module imports the libraries and is run by hand when a pin moves, never by
 `validate`:
 
@@ -25,6 +26,7 @@ from registry.files import SCHEMA_DIR
 
 DEEPSPEED_FILE = SCHEMA_DIR / "deepspeed.upstream.schema.json"
 ACCELERATE_FILE = SCHEMA_DIR / "accelerate.upstream.schema.json"
+TRAINERS_FILE = SCHEMA_DIR / "trainers.upstream.schema.json"
 
 # Each top-level key of the DeepSpeed JSON that DeepSpeed hands to a config model, and the model
 # (read from deepspeed/runtime/config.py and the get_*_config functions it calls).
@@ -201,6 +203,7 @@ def accelerate_schema() -> dict:
         "title": "accelerate config yaml keys",
         "description": f"generated from accelerate {accelerate.__version__} by python -m registry.validate.upstream",
         "x-generated-from": {"accelerate": accelerate.__version__},
+        "x-expected": f"a key accelerate {accelerate.__version__}'s config loader takes",
         "enum": sorted(fields | set(_converted_keys(ClusterConfig))),
     }
 
@@ -237,10 +240,77 @@ def _literal_keys(tree) -> set[str]:
     return {k for k in found if isinstance(k, str)}
 
 
+def trainer_python(trainer: str) -> Path:
+    """The trainer's own interpreter, as the tests find it: RECIPE_OPENTAU_VENV / RECIPE_LEROBOT_PYTHON,
+    else the checkout's side venv (tests/upstream/*_env.sh builds it)."""
+    import os
+
+    root = SCHEMA_DIR.parent
+    if trainer == "opentau":
+        return Path(os.environ.get("RECIPE_OPENTAU_VENV") or root / ".venv-opentau") / "bin" / "python"
+    return Path(os.environ.get("RECIPE_LEROBOT_PYTHON") or root / ".venv-lerobot" / "bin" / "python")
+
+
+def trainers_schema() -> dict:
+    """policy.options of an OpenTau or LeRobot recipe against the fields of its policy type's config
+    in the trainer's own code: the trainer's parser (draccus) refuses any other top-level key."""
+    import subprocess
+
+    found, clauses = {}, []
+    for trainer in ("opentau", "lerobot"):
+        python = trainer_python(trainer)
+        if not python.exists():
+            raise SystemExit(f"no {trainer} interpreter at {python} (bash tests/upstream/{trainer}_env.sh)")
+        script = Path(__file__).with_name("policy_fields.py")
+        done = subprocess.run([str(python), str(script), trainer], capture_output=True, text=True, timeout=600)
+        if done.returncode:
+            raise SystemExit(f"{python} {script.name} {trainer}: {done.stderr.strip()[-2000:]}")
+        answer = json.loads(done.stdout)
+        found[trainer] = answer["version"]
+        for policy_type, fields in answer["types"].items():
+            clauses.append(
+                {
+                    "if": {
+                        "properties": {
+                            "trainer": {"properties": {"kind": {"const": trainer}}, "required": ["kind"]},
+                            "policy": {"properties": {"type": {"const": policy_type}}, "required": ["type"]},
+                        },
+                        "required": ["trainer", "policy"],
+                    },
+                    "then": {
+                        "properties": {
+                            "policy": {
+                                "properties": {
+                                    "options": {
+                                        "propertyNames": {
+                                            "x-expected": f"a field of {trainer} {answer['version']}'s {policy_type} config",
+                                            "enum": fields,
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    },
+                }
+            )
+    versions = ", ".join(f"{t} {v}" for t, v in found.items())
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "policy.options keys, as each trainer's policy config takes them",
+        "description": f"generated from {versions} by python -m registry.validate.upstream",
+        "x-generated-from": found,
+        "allOf": clauses,
+    }
+
+
 def generated() -> dict[Path, str]:
     return {
-        path: json.dumps(schema, indent=2) + "\n"
-        for path, schema in ((DEEPSPEED_FILE, deepspeed_schema()), (ACCELERATE_FILE, accelerate_schema()))
+        path: json.dumps(schema(), indent=2) + "\n"
+        for path, schema in (
+            (DEEPSPEED_FILE, deepspeed_schema),
+            (ACCELERATE_FILE, accelerate_schema),
+            (TRAINERS_FILE, trainers_schema),
+        )
     }
 
 
