@@ -538,8 +538,10 @@ def main(argv: list[str]) -> int:
     ids = [a for a in argv if a != "--write"]
     start = time.perf_counter()
     verdicts = all_verdicts(ids)
-    if write:
-        (CORPUS / "verdicts.json").write_text(json.dumps(verdicts, indent=1, sort_keys=True) + "\n")
+    if write:  # the named entries' verdicts replace theirs; the others' are kept
+        path = CORPUS / "verdicts.json"
+        kept = json.loads(path.read_text()) if ids and path.exists() else {}
+        path.write_text(json.dumps({**kept, **verdicts}, indent=1, sort_keys=True) + "\n")
     else:
         for i, v in verdicts.items():
             print(json.dumps({"id": i, **v}, sort_keys=True))

@@ -1,4 +1,4 @@
-"""Import and validate on configurations teams already ship (tests/data/corpus: 65 real accelerate
+"""Import and validate on configurations teams already ship (tests/data/corpus: 66 real accelerate
 yamls, DeepSpeed JSONs and trainer configs from public projects, each with its repository, path and
 commit), judged against the verdicts of accelerate's and DeepSpeed's own code
 (tests/corpus_verdicts.py) and, where recorded, the trainer's own.

@@ -322,6 +322,19 @@ def _conflict(text: str, where, hint: str) -> Problem:
     return Problem("error", "import-conflict", "", text, where, hint)
 
 
+# the distributed types accelerate launch runs as --multi_gpu (accelerate/commands/launch.py)
+MULTI_DEVICE = (
+    "MULTI_GPU",
+    "MULTI_NPU",
+    "MULTI_MLU",
+    "MULTI_SDAA",
+    "MULTI_MUSA",
+    "MULTI_XPU",
+    "MULTI_HPU",
+    "MULTI_NEURON",
+)
+
+
 def _launch_conflicts(data: dict, origins: dict, file, processes: int, machines: int, cpu: bool) -> list[Problem]:
     """What makes `accelerate launch` start another job than the yaml says, or none that can meet:
     a total process count that the machines cannot share evenly, a machine_rank outside the job, a
@@ -364,7 +377,18 @@ def _launch_conflicts(data: dict, origins: dict, file, processes: int, machines:
     ids = data.get("gpu_ids")
     if not cpu and isinstance(ids, (str, int)) and str(ids).strip().lower() != "all":
         named = [i for i in str(ids).split(",") if i.strip()]
-        if named and processes // machines > len(named):
+        # accelerate's _validate_launch_command counts the comma-separated ids of a MULTI_GPU yaml
+        if data.get("distributed_type") in MULTI_DEVICE and machines <= 1 and len(str(ids).split(",")) < 2:
+            found.append(
+                _conflict(
+                    f"distributed_type {data['distributed_type']} with one GPU id (gpu_ids {ids})",
+                    at("gpu_ids"),
+                    "accelerate launch refuses it ('Less than two GPU ids were configured and tried to run on"
+                    " multiple GPUs'); for one GPU set distributed_type: 'NO', else name two or more GPUs"
+                    " or gpu_ids: all",
+                )
+            )
+        elif named and processes // machines > len(named):
             found.append(
                 _conflict(
                     f"{processes // machines} processes per machine but gpu_ids names {len(named)} GPUs ({ids})",

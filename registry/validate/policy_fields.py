@@ -21,8 +21,13 @@ def main(trainer):
         importlib.import_module(package + ".policies")  # registers every policy type
         choices = configs.PreTrainedConfig.get_known_choices()
         version = importlib.import_module("importlib.metadata").version(package)
-    types = {name: sorted(f.name for f in dataclasses.fields(cls) if f.init) for name, cls in sorted(choices.items())}
-    print(json.dumps({"version": version, "types": types}))
+    # keys the loader strips before parsing (OpenTau: removed and deprecated fields): taken, unread
+    stripped = set(getattr(configs, "_STRIPPED_FIELDS", ()))
+    types = {
+        name: sorted({f.name for f in dataclasses.fields(cls) if f.init} | stripped)
+        for name, cls in sorted(choices.items())
+    }
+    print(json.dumps({"version": version, "types": types, "stripped": sorted(stripped)}))
 
 
 if __name__ == "__main__":
