@@ -2,7 +2,7 @@
 
 LeRobot needs Python >= 3.12 and torch, so it runs in an environment of its own,
 `bash tests/upstream/lerobot_env.sh` (CI builds it), or the interpreter RECIPE_LEROBOT_PYTHON names
-(the GPU host's, benchmarks/results/trainers_gpu.md); tests/upstream/lerobot_check.py runs there, in
+(the GPU host's, benchmarks/results/trainers_gpu.md); registry/validate/checkers/lerobot_check.py runs there, in
 one process for every case.
 
 1. Every valid bundled LeRobot cell parses and validates, and LeRobot's parsed config holds the
@@ -33,7 +33,7 @@ from registry.validate import validate
 
 pytestmark = pytest.mark.upstream
 
-CHECKER = ROOT / "tests" / "upstream" / "lerobot_check.py"
+CHECKER = ROOT / "registry" / "validate" / "checkers" / "lerobot_check.py"
 OFFLINE = ["--policy.pretrained_backbone_weights=null"]  # ACT and diffusion would download ResNet weights
 
 

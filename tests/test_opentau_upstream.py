@@ -1,5 +1,5 @@
 """The opentau.json, accelerate.yaml and deepspeed.json the registry writes, checked with OpenTau's own
-parser, validate() and train()'s backend guards (tests/upstream/opentau_check.py), in a venv of their
+parser, validate() and train()'s backend guards (registry/validate/checkers/opentau_check.py), in a venv of their
 own: bash tests/upstream/opentau_env.sh.
 
 Every valid bundled OpenTau cell must load without error and without a warning (each one OpenTau emits
@@ -24,7 +24,7 @@ from registry.validate.report import validate_target
 
 pytestmark = pytest.mark.upstream
 
-HERE = Path(__file__).parent / "upstream"
+CHECKERS = ROOT / "registry" / "validate" / "checkers"
 BUILD = "bash tests/upstream/opentau_env.sh"
 # conftest removes RECIPE_* from the environment the registry sees; this one is for the tests
 VENV = Path(USER_ENV.get("RECIPE_OPENTAU_VENV") or ROOT / ".venv-opentau")
@@ -158,7 +158,7 @@ def upstream(matrix, tmp_path_factory) -> dict:
     python, root = venv_python(), tmp_path_factory.mktemp("opentau")
     # started first: OpenTau imports while the recipes resolve, and reads the cases from stdin after
     proc = subprocess.Popen(
-        [str(python), "-I", str(HERE / "opentau_check.py"), "-"],
+        [str(python), "-I", str(CHECKERS / "opentau_check.py"), "-"],
         cwd=root,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

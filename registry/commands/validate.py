@@ -17,6 +17,7 @@ EXAMPLES = """\
 examples:
   recipe validate pi07/zero2/8xA100 hardware=8xA100-40GB
   recipe validate --all -q
+  recipe validate my-pi07.yaml --upstream      # and OpenTau's own parser and validate()
   recipe validate --accelerate-config A.yaml [--deepspeed-config D.json] [--trainer opentau --trainer-config C.json]
 """
 
@@ -38,6 +39,12 @@ def register(subparsers) -> None:
     )
     p.add_argument(
         "--format", choices=("text", "json"), default="text", help="json: one document with every report (stdout)"
+    )
+    p.add_argument(
+        "--upstream",
+        action="store_true",
+        help="also run the trainer's own checks in its interpreter (OpenTau's parser and validate(), "
+        "lerobot-train's): seconds per recipe",
     )
     from registry.commands.import_ import add_setup_arguments
 
@@ -64,6 +71,10 @@ def run(args) -> int:
 
         team_rules()  # a malformed team rule file: one line before any report, not one per recipe
     reports = _every_source() if args.all else _targets(targets, sets, args.hook)
+    if args.upstream:
+        if args.all:
+            raise RecipeError("--upstream asks a trainer per recipe: give recipes, not --all")
+        reports = (_with_upstream(r, sets) for r in reports)
     if args.format == "json":
         return _print_json(list(reports))
     worst = 0
@@ -154,6 +165,18 @@ class _Skipped:
 
 # What marks a folder that has no recipes/ folder as a source laid out at its root.
 ROOT_MARKERS = ("policy", "backend", "hardware", "catalog", "published", "rules", "tuned", "base.yaml", "index.yaml")
+
+
+def _with_upstream(report, sets: list[str]):
+    """The report with the trainer's own verdict added, for a recipe the registry found no error in
+    (a refusal of ours comes first: the trainer would stop on it too, or on something it causes)."""
+    if isinstance(report, _Skipped) or report.failure or report.errors:
+        return report
+    from registry.compose import compose
+    from registry.validate.trainer_check import check
+
+    report.problems += check(compose(report.target, sets))
+    return report
 
 
 def _targets(targets: list[str], overrides: list[str], hook: bool = False):

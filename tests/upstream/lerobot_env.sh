@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the virtualenv that tests/upstream/lerobot_check.py and policy_sizes.py run in: LeRobot
+# Builds the virtualenv that registry/validate/checkers/lerobot_check.py and policy_sizes.py run in: LeRobot
 # 0.6.1 with its `dataset` extra and diffusers (the diffusion policy's extra), on CPU.
 #
 #   bash tests/upstream/lerobot_env.sh [VENV]

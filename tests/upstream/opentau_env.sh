@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds OpenTau's environment: OpenTau 0.14.0 and just what its train() needs on CPU, the one
-# tests/upstream/opentau_check.py parses in and `recipe run examples/pi07-tiny.yaml --rehearse` trains in
+# registry/validate/checkers/opentau_check.py parses in and `recipe run examples/pi07-tiny.yaml --rehearse` trains in
 # (trainer.env; docs/rehearsal.md).
 #
 #   bash tests/upstream/opentau_env.sh [VENV]

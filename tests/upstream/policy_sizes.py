@@ -283,7 +283,7 @@ def _no_loc_tokens(module):
 
 
 def opentau(policies: list[str]) -> dict:
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "registry" / "validate" / "checkers"))
     import importlib.util
 
     if importlib.util.find_spec("torchvision") is None:  # as opentau_check.py does
