@@ -165,11 +165,7 @@ def _bench_rehearsed(
             recipe.name, skipped=f"the rehearsal failed with exit code {code} (see {folder})", run_dir=folder
         )
     records = rehearsal.ranks(folder / "ranks")
-    series = [r.get("step_ends") or [] for r in records]
-    count = min((len(s) for s in series), default=0)
-    per_step = rehearsal.samples_per_step(recipe.data)
-    durations = [max(s[i] - s[i - 1] for s in series) for i in range(warmup + 1, count)]
-    rates = [per_step / d for d in durations if d > 0]
+    rates = rehearsal.step_rates(records, rehearsal.samples_per_step(recipe.data), warmup)
     if not rates:
         return Outcome(recipe.name, skipped=f"no timed steps after the warm-up (see {folder})", run_dir=folder)
     gpu = [r for r in records if "peak_allocated_bytes" in r]

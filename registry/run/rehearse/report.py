@@ -83,14 +83,18 @@ def _stepped(record: dict) -> tuple[bool, int]:
     return ("peak_allocated_bytes" in record, len(record.get("step_ends") or []))
 
 
-def throughput(records: list[dict], per_step: int) -> interval.Figure | None:
-    """samples/s per step, the slowest rank's step setting each (the ranks wait for it)."""
+def step_rates(records: list[dict], per_step: int, warmup: int) -> list[float]:
+    """samples/s of each optimizer step after `warmup`, the slowest rank's step setting each (the
+    ranks wait for it at the next collective); the first step has no start to time it from."""
     series = [r.get("step_ends") or [] for r in records]
     count = min((len(s) for s in series), default=0)
-    if count < WARMUP_STEPS + 2:
-        return None
-    durations = [max(s[i] - s[i - 1] for s in series) for i in range(WARMUP_STEPS + 1, count)]
-    rates = [per_step / d for d in durations if d > 0]
+    durations = [max(s[i] - s[i - 1] for s in series) for i in range(warmup + 1, count)]
+    return [per_step / d for d in durations if d > 0]
+
+
+def throughput(records: list[dict], per_step: int) -> interval.Figure | None:
+    """The rehearsal's own figure: step_rates after WARMUP_STEPS, once there are two or more."""
+    rates = step_rates(records, per_step, WARMUP_STEPS)
     return interval.figure([rates]) if rates else None
 
 
