@@ -12,6 +12,7 @@ AXES = ("policy", "backend", "hardware")
 # A segment starts with a letter or digit (so never `.` or `..`) and holds no path or shell
 # metacharacters; this is what keeps a name inside its source directory.
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+MAX_LENGTH = 1024  # of a name's path; schemas/recipe.schema.json says the same of recipe.name
 _SOURCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 # ASCII digits only: str.isdigit() and \d also take '²' (int() fails) and '١' (int() reads 1).
 _VERSION = re.compile(r"[0-9]{1,9}")
@@ -52,7 +53,7 @@ def parse(text: str) -> Name:
             raise RecipeError(f"malformed version in {text!r} (hint: name@N with N >= 1)")
         version = int(v)
     segments = tuple(rest.split("/"))
-    if not rest or not all(_SEGMENT.fullmatch(s) for s in segments):
+    if not rest or len(rest) > MAX_LENGTH or not all(_SEGMENT.fullmatch(s) for s in segments):
         raise RecipeError(
             f"unsafe or malformed recipe name {text!r} "
             "(hint: names look like pi07/zero2/8xA100; no '..', absolute paths or special characters)"

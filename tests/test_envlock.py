@@ -319,3 +319,18 @@ def test_the_probe_takes_the_first_distribution_on_the_path(tmp_path, monkeypatc
     found = probe.report(("demo_pkg", "Demo.Pkg", "other", "legacy"))
     assert found["packages"] == {"demo_pkg": "1.0", "Demo.Pkg": "1.0", "other": "9", "legacy": "3.1"}
     assert found["packages"] == {n: probe._version(importlib.metadata, n) for n in found["packages"]}
+
+
+def test_a_trainer_program_missing_from_path_is_said_so_not_called_no_python_script(tmp_path):
+    import json
+    from types import SimpleNamespace
+
+    from registry.run import envlock
+
+    inv = SimpleNamespace(package=None, same_python=False, python=None, program="accelerate")
+    _, said = envlock._asked(inv, {"PATH": str(tmp_path)})
+    assert "accelerate is not on PATH: no interpreter to ask" in json.dumps(said), said
+    (tmp_path / "accelerate").write_text("#!/bin/sh\nexit 0\n")
+    (tmp_path / "accelerate").chmod(0o755)
+    _, said = envlock._asked(inv, {"PATH": str(tmp_path)})
+    assert "accelerate is not a Python script: no interpreter to ask" in json.dumps(said), said

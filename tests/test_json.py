@@ -106,7 +106,9 @@ def test_history_json(tmp_path):
         "samples_per_s",
         "peak_allocated_gib",
         "summary",
+        "refused",  # null: the file is the one published and first seen
     }
+    assert v["refused"] is None
     assert v["version"] == "team-a:pi07/zero2/8xA100@1" and v["number"] == 1 and len(v["sha256"]) == 64
     assert isinstance(v["samples_per_s"], float)
     none = run_cli("history", "tiny/ddp/8xA100", "--format", "json")  # an untuned cell has no version

@@ -296,3 +296,38 @@ def test_a_count_with_leading_zeros_is_the_count_slurm_reads(line):
 
     recipe = compose("act/ddp/2x8xH100", ["launch.launcher=slurm", f"launch.slurm.extra={[line]!r}"])
     assert [p.rule for p in validate(recipe.data, recipe.origins) if p.is_error] == [], line
+
+
+def test_a_store_linked_into_a_folder_anyone_can_write_is_refused(tmp_path, monkeypatch):
+    """The file read is the link's target: its folder is the one others could swap it in."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "k.jsonl").write_text("")
+    (shared / "k.jsonl").chmod(0o600)
+    shared.chmod(0o777)
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "known.jsonl").symlink_to(shared / "k.jsonl")
+    monkeypatch.setenv("RECIPE_KNOWN_VERSIONS", str(own / "known.jsonl"))
+    with pytest.raises(RecipeError, match=rf"its folder {shared} is writable by everyone"):
+        trust.known()
+
+
+@pytest.mark.parametrize(
+    "visible, indices",
+    [
+        ("0,1,2,3", [0, 1, 2, 3]),
+        ("0,1,-1,2", [0, 1]),  # CUDA stops at the first entry naming no GPU
+        ("3,1", [3, 1]),  # in the list's order
+        ("0,9,1", [0]),
+        ("GPU-aaaa2,GPU-aaaa0", [2, 0]),  # a unique prefix of a UUID
+        ("GPU-aaaa", []),  # a prefix of every UUID names none
+        ("1,1", [1]),  # twice: the list ends there
+        ("", []),
+    ],
+)
+def test_cuda_visible_devices_is_read_as_cuda_reads_it(tmp_path, monkeypatch, visible, indices):
+    lines = "; ".join(f"echo '{i}, GPU-aaaa{i}-0000, NVIDIA H100 80GB HBM3 {i}, 81559, 550'" for i in range(4))
+    monkeypatch.setenv("PATH", nvidia_smi(tmp_path, lines)["PATH"])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert [int(g.name.rsplit(" ", 1)[1]) for g in machine.gpus()] == indices

@@ -306,6 +306,8 @@ def test_a_dry_run_away_from_its_hardware_judges_the_dataset_not_this_host(tmp_p
         ("--ntasks 4", True),
         ("--exclusive --ntasks=3", True),  # not the first option of its line
         ("--ntasks-per-gpu=1", True),
+        ("--ntasks-per-tres=1", True),  # tasks per generic resource: a spelling the list lacked
+        ("--ntasks-per-t=1", True),
         ("--exclusive", False),
         ("--nodelist=a,b", False),
         ("--comment='--ntasks=3'", False),  # a value, not an option

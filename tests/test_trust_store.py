@@ -469,3 +469,33 @@ def test_a_directory_source_whose_folder_is_replaced_by_a_link_is_refused(tmp_pa
     r = bounded_cli("show", "team:exp/x@1", env=env)
     one_line_error(r)  # before: shown, exp/x@1 taken as first seen at other/
     assert f"now leads to {other}" in r.stderr and "where it was added" in r.stderr, r.stderr
+
+
+def test_history_refuses_to_show_a_version_changed_since_it_was_first_seen(team):
+    """show refuses a rewritten version; history listed its forged summary and rate as they were."""
+    root, env = team
+    assert bounded_cli("show", "team-a:exp/x@1", env=env).returncode == 0  # first seen, remembered
+    index = yaml.safe_load((root / "index.yaml").read_text())
+    file = root / index["versions"]["exp/x"][0]["file"]
+    summary = yaml.safe_load(file.read_text())["recipe"]["summary"]
+    rewrite_version(root, "exp/x", 1, summary, "EVIL rewritten")
+    r = bounded_cli("history", "exp/x", "--format", "json", env=env)
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(r.stdout)["versions"]
+    assert row["summary"] is None and row["samples_per_s"] is None, row
+    assert "changed since this machine first saw it" in row["refused"], row
+    text = bounded_cli("history", "exp/x", env=env).stdout
+    assert "EVIL" not in text and "REFUSED: " in text, text
+
+
+def test_a_bare_repository_given_by_its_path_is_a_git_source(tmp_path):
+    """Read as a directory it offered nothing: its seen versions were said to be gone."""
+    remote = seeded_remote(tmp_path)
+    a = user(tmp_path, "a", remote)
+    assert bounded_cli("publish", TINY, "recipe.name=exp/x", "train.steps=100", "--to", "team-b", env=a).returncode == 0
+    assert bounded_cli("source", "remove", "team-b", env=a).returncode == 0
+    for spelling in (str(remote), f"{remote}/"):
+        r = bounded_cli("source", "add", "again", spelling, env=a)
+        assert r.returncode == 0 and " at " in r.stdout, r.stdout + r.stderr  # cloned: NAME: URL at COMMIT
+        assert bounded_cli("show", "again:exp/x@1", env=a).returncode == 0
+        assert bounded_cli("source", "remove", "again", env=a).returncode == 0

@@ -42,7 +42,7 @@ def run(args) -> int:
             v["published"] or "",
             v["sha256"][:12],
             "-" if v["samples_per_s"] is None else f"{v['samples_per_s']:.1f}",
-            v["summary"] or "",
+            f"REFUSED: {v['refused']}" if v["refused"] else v["summary"] or "",
         ]
         for v in found
     ]
@@ -59,7 +59,12 @@ def published(name: str) -> list[dict]:
 
     found = []
     for v in versions.history(name):
-        doc = load_cached(v.file).data if v.file.is_file() else {}
+        try:  # a file changed since it was published or first seen: its figures are not shown
+            versions.verified(v)
+            refused = None
+        except RecipeError as e:
+            refused = e.problem.message if e.problem else str(e)
+        doc = load_cached(v.file).data if v.file.is_file() and refused is None else {}
         results = doc.get("results")
         last = results[-1] if isinstance(results, list) and results and isinstance(results[-1], dict) else {}
         meta = doc.get("recipe") if isinstance(doc.get("recipe"), dict) else {}
@@ -74,6 +79,7 @@ def published(name: str) -> list[dict]:
                 "samples_per_s": _number(last.get("samples_per_s")),
                 "peak_allocated_gib": _number(last.get("peak_allocated_gib")),
                 "summary": meta.get("summary") or None,
+                "refused": refused,  # why the version's file is not to be trusted, or null
             }
         )
     return found

@@ -68,7 +68,11 @@ def _asked(inv, env: dict[str, str]) -> tuple[str | None, dict]:
         return sys.executable, probe.report(names)
     python = inv.python or environment.interpreter_of(inv.program, env)
     if python is None:
-        return None, _unknown(names, f"{inv.program} is not a Python script: no interpreter to ask")
+        import shutil
+
+        found = shutil.which(inv.program, path=env.get("PATH"))
+        why = "is not a Python script" if found else "is not on PATH"
+        return None, _unknown(names, f"{inv.program} {why}: no interpreter to ask")
     try:
         return python, environment.ask(python, inv.package, getattr(inv, "extra", None))
     except RecipeError as e:

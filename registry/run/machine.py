@@ -60,15 +60,32 @@ def _asked(key: tuple) -> tuple[GPU, ...]:
     if code != 0:
         return ()
     out = printable(raw.decode("utf-8", "replace"), keep="\n")
-    wanted = None if visible is None else {v.strip() for v in visible.split(",") if v.strip()}
-    found = []
+    listed = []  # (index, uuid, GPU or None where its line gives no usable name or size)
     for line in out.strip().splitlines():
         index, uuid, rest = (line.split(",", 2) + ["", ""])[:3]
         name, memory, driver = _last_two(rest)
         mib = _mib(memory)
-        if name and mib is not None and (wanted is None or index.strip() in wanted or uuid.strip() in wanted):
-            found.append(GPU(name.strip(), mib, driver.strip()))
-    return tuple(found)
+        listed.append(
+            (index.strip(), uuid.strip(), GPU(name.strip(), mib, driver.strip()) if name and mib is not None else None)
+        )
+    chosen = [gpu for _, _, gpu in listed] if visible is None else visible_ones(visible, listed)
+    return tuple(g for g in chosen if g is not None)
+
+
+def visible_ones(visible: str, listed: list[tuple]) -> list:
+    """CUDA_VISIBLE_DEVICES as CUDA reads it: in its order, each entry an index or a UUID (a unique
+    prefix of one will do), and the list ends at the first entry that names no GPU (`0,1,-1,2` is
+    two GPUs), or names one twice (docs/preflight.md)."""
+    chosen, seen = [], set()
+    for entry in (e.strip() for e in visible.split(",")):
+        matches = [i for i, (index, uuid, _) in enumerate(listed) if entry == index]
+        if not matches and entry.upper().startswith(("GPU-", "MIG-")):
+            matches = [i for i, (_, uuid, _) in enumerate(listed) if uuid.startswith(entry)]
+        if len(matches) != 1 or matches[0] in seen:
+            break
+        seen.add(matches[0])
+        chosen.append(listed[matches[0]][2])
+    return chosen
 
 
 def _mib(text: str) -> int | None:
@@ -130,7 +147,9 @@ def mismatch(doc, host: list[GPU]) -> str | None:
     need, name = hardware.gpus_per_node * here, gpu.name or "GPU"  # a GPU written out in full may be unnamed
     per = f" ({here} nodes on this host)" if here > 1 else " per node"
     if not host:
-        return f"the recipe needs {need} x {name}{per} and this host has no GPU (nvidia-smi found none)"
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        why = "nvidia-smi found none" if visible is None else f"none visible through CUDA_VISIBLE_DEVICES={visible!r}"
+        return f"the recipe needs {need} x {name}{per} and this host has no GPU ({why})"
     if len(host) < need:
         return f"the recipe needs {need} GPUs{per} and this host has {len(host)}"
     want = float(gpu.memory_gb or gpu.memory_gib) * 1e9 / 2**20

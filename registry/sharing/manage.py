@@ -20,7 +20,7 @@ def add(name: str, where: str, rules_everywhere: bool = False) -> str:
     if not _NAME.fullmatch(name) or name == "bundled":
         raise RecipeError(f"source name {name!r} is not allowed (letters, digits, - and _; not 'bundled')")
     _not_taken(name, config.entries())  # fail before a long clone; checked again under the lock
-    if _URL.match(where) or (where.endswith(".git") and not Path(where).is_dir()):
+    if _URL.match(where) or (where.endswith(".git") and not Path(where).is_dir()) or _bare_repository(where):
         # cloned beside its final place, then moved in under the lock: a failed or concurrent add
         # never leaves a half clone where a source's clone belongs
         config.cache_dir().mkdir(parents=True, exist_ok=True)
@@ -61,6 +61,13 @@ def add(name: str, where: str, rules_everywhere: bool = False) -> str:
         entries.append({"name": name, "path": str(folder), "place": trust.place(source), **_scope(rules_everywhere)})
     seen()
     return f"{name}: {folder}"
+
+
+def _bare_repository(where: str) -> bool:
+    """A bare git repository given by its path: a git source (cloned), not a directory of recipes
+    (read as one, it offered no versions, and any it had been seen with were taken as gone)."""
+    folder = Path(where).expanduser()
+    return (folder / "HEAD").is_file() and (folder / "objects").is_dir() and (folder / "refs").is_dir()
 
 
 def _first_sight(source: sources.Source):

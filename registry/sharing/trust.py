@@ -152,7 +152,8 @@ def _folder_private(path: Path) -> None:
     each folder up to the root is owned by this user or root and writable by no one else, save a
     sticky one (/tmp: only an entry's owner may replace it) and a group of this user alone."""
     folder = Path(os.path.abspath(path)).parent
-    for above in (folder, *folder.parents):
+    real = Path(os.path.realpath(path)).parent  # a store linked elsewhere lives in that folder
+    for above in dict.fromkeys((folder, *folder.parents, real, *real.parents)):
         try:
             st = os.stat(above)
         except OSError:
@@ -161,7 +162,7 @@ def _folder_private(path: Path) -> None:
         if why:
             hint = "chmod go-w" if st.st_uid in (os.geteuid(), 0) else f"chown {os.geteuid()}"
             raise NotPrivate(
-                f"{path}: {'its folder' if above == folder else 'the folder above it'} {above} {why} "
+                f"{path}: {'its folder' if above in (folder, real) else 'the folder above it'} {above} {why} "
                 f"(mode {st.st_mode & 0o7777:04o}), so they can replace it; hint: {hint} {above}, or set "
                 "RECIPE_KNOWN_VERSIONS to a file in a folder of your own"
             )
