@@ -52,3 +52,14 @@ def test_without_the_trainers_interpreter_the_check_is_said_not_run(tmp_path):
         r.stdout
     )
     assert run_cli("validate", "--all", "--upstream").returncode == 2
+
+
+def test_doctor_asks_the_trainer_too(tmp_path):
+    import json
+
+    env = f"trainer.env={lerobot_env()}"
+    r = run_cli(
+        "doctor", "act/ddp/8xA100", env, "policy.options.vision_backbone=vit_b_16", "--format", "json", cwd=tmp_path
+    )
+    rules = [p["rule"] for p in json.loads(r.stdout)["problems"]]
+    assert r.returncode == 1 and "lerobot-refuses" in rules, r.stdout + r.stderr

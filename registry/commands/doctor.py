@@ -82,6 +82,10 @@ def run(args) -> int:
         report.notes.append("the recipe is invalid (recipe validate): the pre-flight runs once it is valid")
     else:
         report = preflight.check(recipe, bundle, output, env, base, use_torch=True)
+        from registry.validate import trainer_check
+
+        if recipe.data["trainer"]["kind"] in trainer_check.SCRIPTS:  # the trainer's own parser, as validate --upstream
+            report.problems += trainer_check.check(recipe, env)
     errors = len(report.errors)
     if args.format == "json":
         sys.stdout.write(json.dumps(_document(recipe.name, report), indent=2) + "\n")
