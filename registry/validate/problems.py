@@ -42,7 +42,7 @@ def from_error(error: Error, doc: dict, origins: dict) -> list[Problem]:
         # message for the field, not the branch that came closest
         path = tuple(error.absolute_path)
         said = f"{_show_instance(error.instance)} is not {error.schema['x-expected']}"
-        return [Problem("error", _RULES.get("type", "schema"), join(path), said, origin_of(origins, path), None)]
+        return [Problem("error", _RULES["type"], join(path), said, origin_of(origins, path), None)]
     if error.validator in ("oneOf", "anyOf") and error.context:
         # the branch of the value's own type says what is wrong with it (a pattern, a range)
         fitting = [e for e in error.context if e.validator != "type" or e.relative_path]
