@@ -43,8 +43,9 @@ def _offload(part: str) -> tuple:
     block, offloads = f"zero_optimization.offload_{part}", _offloads(part)
     return (
         Field(f"backend.offload.{part}", f"{block}.device", when=offloads),
-        # DeepSpeed pins no memory unless asked
-        Field("backend.offload.pin_memory", f"{block}.pin_memory", to=bool, absent=False, when=offloads),
+        # absent, DeepSpeed pins: its offload models default pin_memory to True (0.19.8, the pinned
+        # release; tests/test_mutant_classes.py compares every such default with the installed one)
+        Field("backend.offload.pin_memory", f"{block}.pin_memory", to=bool, absent=True, when=offloads),
         Field(
             "backend.nvme_path",
             f"{block}.nvme_path",
